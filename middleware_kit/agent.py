@@ -1,0 +1,146 @@
+"""``create_agent``: the public entry point. Thin: validate the arguments, then pipeline -> graph -> compile."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import SystemMessage
+from langchain_core.tools import BaseTool
+from langchain_core.tools import tool as as_tool
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.prebuilt import ToolNode
+from langgraph.store.base import BaseStore
+from langgraph.types import Checkpointer
+
+from middleware_kit.errors import MiddlewareConfigError
+from middleware_kit.graph import build_graph
+from middleware_kit.middleware import AgentMiddleware
+from middleware_kit.pipeline import build_pipeline
+from middleware_kit.plan import MiddlewarePlan, build_plan
+from middleware_kit.schema import merge_state_schemas
+
+__all__ = ["create_agent"]
+
+
+def _split_tools(tools: Sequence[Any] | None) -> tuple[list[BaseTool], list[dict[str, Any]]]:
+    if tools is None:
+        return [], []
+    if isinstance(tools, ToolNode):
+        raise TypeError(
+            "create_agent(tools=...) does not take a ToolNode: pass the list of tools itself "
+            "(create_agent builds its own tool node so middleware can wrap every call)."
+        )
+    if isinstance(tools, (BaseTool, dict)) or not isinstance(tools, Sequence):
+        raise TypeError(f"create_agent(tools=...) takes a list of tools; got {type(tools).__name__}. Use tools=[...].")
+    client: list[BaseTool] = []
+    provider: list[dict[str, Any]] = []
+    for item in tools:
+        if isinstance(item, ToolNode):
+            raise TypeError("create_agent(tools=...) does not take a ToolNode: pass the list of tools itself.")
+        if isinstance(item, BaseTool):
+            client.append(item)
+        elif isinstance(item, dict):
+            provider.append(item)
+        elif callable(item):
+            client.append(as_tool(item))
+        else:
+            raise TypeError(
+                f"create_agent(tools=...) holds {item!r}; a tool is a BaseTool, a function, or a dict "
+                f"(a provider's built-in tool)."
+            )
+    return client, provider
+
+
+def _system_message(system_prompt: str | SystemMessage | None) -> SystemMessage | None:
+    if system_prompt is None or isinstance(system_prompt, SystemMessage):
+        return system_prompt
+    if isinstance(system_prompt, str):
+        return SystemMessage(content=system_prompt)
+    raise TypeError(f"system_prompt must be a str or a SystemMessage; got {type(system_prompt).__name__}.")
+
+
+def create_agent(
+    model: BaseChatModel,
+    tools: Sequence[BaseTool | Callable[..., Any] | dict[str, Any]] | None = None,
+    *,
+    system_prompt: str | SystemMessage | None = None,
+    middleware: Sequence[AgentMiddleware[Any, Any]] = (),
+    response_format: Any = None,
+    state_schema: type[Any] | None = None,
+    context_schema: type[Any] | None = None,
+    checkpointer: Checkpointer = None,
+    store: BaseStore | None = None,
+    interrupt_before: list[str] | None = None,
+    interrupt_after: list[str] | None = None,
+    debug: bool = False,
+    name: str | None = None,
+) -> CompiledStateGraph[Any, Any, Any, Any]:
+    """Build an agent: a compiled LangGraph graph running ``model`` and ``tools`` through ``middleware``.
+
+    The first middleware in the list is the outermost layer of the onion. Everything is validated and composed
+    here, once; the result has ``invoke``/``ainvoke``/``stream``/``astream`` like any compiled graph, plus
+    ``middleware_plan`` (print it to see the order of every hook).
+
+    Args:
+        model: A ``BaseChatModel`` instance.
+        tools: Tools the model may call (``BaseTool``s, functions, or provider tool dicts).
+        system_prompt: Sent first on every model call, never stored in state.
+        middleware: ``AgentMiddleware`` instances, outermost first.
+        response_format: Carried on every ``ModelRequest``; a middleware may turn it into a structured response.
+        state_schema: A TypedDict extending ``AgentState`` with extra state keys.
+        context_schema: The type of ``invoke(..., context=...)`` (dataclass, pydantic model or TypedDict).
+        checkpointer, store, interrupt_before, interrupt_after, debug, name: passed to LangGraph's ``compile``.
+    """
+    if isinstance(model, str):
+        raise TypeError(
+            f"create_agent(model={model!r}): pass a chat model instance (e.g. ChatOpenAI(model=...)); "
+            f"middleware_kit does not resolve model names."
+        )
+    if not isinstance(model, BaseChatModel):
+        raise TypeError(f"create_agent(model=...) takes a BaseChatModel; got {type(model).__name__}.")
+    client_tools, provider_tools = _split_tools(tools)
+    system_message = _system_message(system_prompt)
+    pipeline = build_pipeline(middleware, client_tools=client_tools)
+
+    sources: list[tuple[str, type[Any]]] = []
+    if state_schema is not None:
+        sources.append(("create_agent", state_schema))
+    for mw in pipeline.middleware:
+        schema = getattr(mw, "state_schema", None)
+        if schema is not None:
+            sources.append((mw.name, schema))
+    schema_name = "".join(ch for ch in (name or "Agent").title() if ch.isalnum()) or "Agent"
+    merged = merge_state_schemas(sources, name=schema_name)
+
+    if context_schema is not None and not isinstance(context_schema, type):
+        raise MiddlewareConfigError(
+            f"context_schema must be a class (dataclass, pydantic model or TypedDict); got {context_schema!r}.",
+            middleware="create_agent",
+            hook="context_schema",
+        )
+
+    graph = build_graph(
+        model=model,
+        client_tools=client_tools,
+        provider_tools=provider_tools,
+        pipeline=pipeline,
+        schema=merged,
+        system_message=system_message,
+        response_format=response_format,
+        context_schema=context_schema,
+    )
+    compiled = graph.builder.compile(
+        checkpointer=checkpointer,
+        store=store,
+        interrupt_before=interrupt_before,
+        interrupt_after=interrupt_after,
+        debug=debug,
+        name=name,
+    )
+    plan: MiddlewarePlan = build_plan(
+        name or "LangGraph", pipeline, graph.node_of, graph.nodes, lambda: compiled.get_graph().draw_mermaid()
+    )
+    compiled.middleware_plan = plan  # type: ignore[attr-defined]
+    return compiled

@@ -1,0 +1,432 @@
+"""Wrap-chain composition: the one execution primitive of the model call and of each tool call.
+
+Every hook around a call compiles to a *layer*: a function of the next handler returning a handler. Layers are
+composed once, innermost first (koa-compose / Django ``load_middleware`` style), into one closure per mode (sync and
+async), so a call walks prebuilt closures and never the middleware list. ``modify_model_request`` and
+``before_tool``/``after_tool`` are layers too, placed outside every wrapper, which is why a retrying wrapper never
+re-runs them.
+
+Handlers are re-entrant: a wrapper may call its handler 0..n times (retry, fallback, cache). Composition is closed:
+:func:`compose` of layers is itself usable as a layer (see :func:`middleware_kit.testing.run_model_chain`).
+
+LangGraph control flow (``GraphInterrupt``, ``ParentCommand``: ``GraphBubbleUp``) passes through every layer: the
+first one raised during a call is recorded, and if a wrapper swallows it (returns normally or raises something else)
+the entry point re-raises it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from langchain_core.messages import AIMessage, ToolMessage
+from langgraph.errors import GraphBubbleUp
+from langgraph.types import Command
+
+from middleware_kit.bridge import run_coroutine_sync, run_sync_in_thread, sync_handler_for
+from middleware_kit.errors import HookReturnError
+from middleware_kit.types import ExtendedModelResponse, ModelRequest, ModelResponse, ToolCallRequest
+
+__all__ = [
+    "CallState",
+    "Layer",
+    "call_async",
+    "call_sync",
+    "compose",
+    "model_request_layer",
+    "tool_hooks_layer",
+    "wrap_model_layer",
+    "wrap_tool_layer",
+]
+
+Req = TypeVar("Req")
+Res = TypeVar("Res")
+SyncHandler = Callable[[Any], Any]
+AsyncHandler = Callable[[Any], Awaitable[Any]]
+
+
+@dataclass(slots=True)
+class CallState:
+    """Per-call scratch space shared by the layers of one chain run (set in a ContextVar by the entry point)."""
+
+    commands: dict[int, Command[Any]] = field(default_factory=dict)
+    """``ExtendedModelResponse`` commands by layer depth (the last call of each layer wins)."""
+    bubble: GraphBubbleUp | None = None
+    """The first LangGraph control-flow exception seen during the call."""
+
+
+_CALL: ContextVar[CallState | None] = ContextVar("middleware_kit_call", default=None)
+
+
+def _note_bubble(exc: GraphBubbleUp) -> None:
+    state = _CALL.get()
+    if state is not None and state.bubble is None:
+        state.bubble = exc
+
+
+@dataclass(frozen=True, slots=True)
+class Layer(Generic[Req, Res]):
+    """One layer of a chain: how to build its sync and async handler around the next one."""
+
+    owner: str
+    """The middleware's name."""
+    hook: str
+    """The hook it comes from (``wrap_model_call``, ``modify_model_request``, ``before_tool``+``after_tool``...)."""
+    mode: str
+    """``sync``, ``async`` or ``sync+async``: which twins the middleware defines (the plan shows it)."""
+    build_sync: Callable[[SyncHandler, int], SyncHandler]
+    build_async: Callable[[AsyncHandler, int], AsyncHandler]
+
+
+def compose(
+    layers: Sequence[Layer[Any, Any]], base_sync: SyncHandler, base_async: AsyncHandler
+) -> tuple[SyncHandler, AsyncHandler]:
+    """Nest ``layers`` (first = outermost) around the base handlers, once. Returns the sync and async entry."""
+    sync_h, async_h = base_sync, base_async
+    for depth in range(len(layers) - 1, -1, -1):
+        sync_h = layers[depth].build_sync(sync_h, depth)
+        async_h = layers[depth].build_async(async_h, depth)
+    return sync_h, async_h
+
+
+def call_sync(chain: SyncHandler, request: Any) -> tuple[Any, CallState]:
+    """Run a composed sync chain for one call; re-raise a swallowed interrupt."""
+    state = CallState()
+    token = _CALL.set(state)
+    try:
+        result = chain(request)
+    except GraphBubbleUp:
+        raise
+    except BaseException:
+        if state.bubble is not None:
+            raise state.bubble from None
+        raise
+    finally:
+        _CALL.reset(token)
+    if state.bubble is not None:
+        raise state.bubble
+    return result, state
+
+
+async def call_async(chain: AsyncHandler, request: Any) -> tuple[Any, CallState]:
+    """Run a composed async chain for one call; re-raise a swallowed interrupt."""
+    state = CallState()
+    token = _CALL.set(state)
+    try:
+        result = await chain(request)
+    except GraphBubbleUp:
+        raise
+    except BaseException:
+        if state.bubble is not None:
+            raise state.bubble from None
+        raise
+    finally:
+        _CALL.reset(token)
+    if state.bubble is not None:
+        raise state.bubble
+    return result, state
+
+
+def _as_async(handler: SyncHandler) -> AsyncHandler:
+    async def ahandler(request: Any) -> Any:
+        return handler(request)
+
+    return ahandler
+
+
+# -- model chain -------------------------------------------------------------------------------------------------
+def _model_response(value: object, owner: str, depth: int) -> ModelResponse[Any]:
+    """Normalize what a ``wrap_model_call`` returned; outer layers always receive a plain ``ModelResponse``."""
+    if isinstance(value, ModelResponse):
+        return value
+    if isinstance(value, AIMessage):
+        return ModelResponse(result=[value])
+    if isinstance(value, ExtendedModelResponse):
+        command = value.command
+        if command is not None:
+            if command.goto or command.resume is not None or command.graph is not None:
+                raise NotImplementedError(
+                    f"{owner}.wrap_model_call returned an ExtendedModelResponse whose Command sets goto, resume or "
+                    f"graph; only Command(update=...) is supported there. Route with jump_to from a node hook."
+                )
+            state = _CALL.get()
+            if state is not None:
+                state.commands[depth] = command
+        return _model_response(value.model_response, owner, depth)
+    raise HookReturnError.for_wrap_hook(
+        owner, "wrap_model_call", value, "a ModelResponse, an AIMessage or an ExtendedModelResponse"
+    )
+
+
+def wrap_model_layer(
+    owner: str, sync_fn: Callable[..., Any] | None, async_fn: Callable[..., Any] | None
+) -> Layer[ModelRequest[Any], ModelResponse[Any]]:
+    """A ``wrap_model_call`` (sync, async or both) as a layer."""
+
+    def build_sync(nxt: SyncHandler, depth: int) -> SyncHandler:
+        if sync_fn is not None:
+            fn = sync_fn
+
+            def layer(request: ModelRequest[Any]) -> ModelResponse[Any]:
+                try:
+                    result = fn(request, nxt)
+                except GraphBubbleUp as exc:
+                    _note_bubble(exc)
+                    raise
+                if type(result) is ModelResponse:
+                    return result
+                return _model_response(result, owner, depth)
+
+            return layer
+        assert async_fn is not None
+        afn, anxt = async_fn, _as_async(nxt)
+
+        def bridged(request: ModelRequest[Any]) -> ModelResponse[Any]:
+            try:
+                result = run_coroutine_sync(afn(request, anxt))
+            except GraphBubbleUp as exc:
+                _note_bubble(exc)
+                raise
+            return _model_response(result, owner, depth)
+
+        return bridged
+
+    def build_async(nxt: AsyncHandler, depth: int) -> AsyncHandler:
+        if async_fn is not None:
+            afn = async_fn
+
+            async def alayer(request: ModelRequest[Any]) -> ModelResponse[Any]:
+                try:
+                    result = await afn(request, nxt)
+                except GraphBubbleUp as exc:
+                    _note_bubble(exc)
+                    raise
+                if type(result) is ModelResponse:
+                    return result
+                return _model_response(result, owner, depth)
+
+            return alayer
+        assert sync_fn is not None
+        fn = sync_fn
+
+        async def abridged(request: ModelRequest[Any]) -> ModelResponse[Any]:
+            handler = sync_handler_for(nxt, asyncio.get_running_loop())
+            try:
+                result = await run_sync_in_thread(fn, request, handler)
+            except GraphBubbleUp as exc:
+                _note_bubble(exc)
+                raise
+            return _model_response(result, owner, depth)
+
+        return abridged
+
+    return Layer(owner, "wrap_model_call", _mode(sync_fn, async_fn), build_sync, build_async)
+
+
+def model_request_layer(
+    owner: str, sync_fn: Callable[..., Any] | None, async_fn: Callable[..., Any] | None
+) -> Layer[ModelRequest[Any], ModelResponse[Any]]:
+    """A ``modify_model_request`` as a layer: it rewrites the request, then calls the next handler once."""
+
+    def checked(value: object) -> ModelRequest[Any]:
+        if isinstance(value, ModelRequest):
+            return value
+        raise HookReturnError.for_request_hook(owner, "modify_model_request", value)
+
+    def build_sync(nxt: SyncHandler, depth: int) -> SyncHandler:
+        if sync_fn is not None:
+            fn = sync_fn
+
+            def layer(request: ModelRequest[Any]) -> Any:
+                return nxt(checked(fn(request, request.state)))
+
+            return layer
+        assert async_fn is not None
+        afn = async_fn
+
+        def bridged(request: ModelRequest[Any]) -> Any:
+            return nxt(checked(run_coroutine_sync(afn(request, request.state))))
+
+        return bridged
+
+    def build_async(nxt: AsyncHandler, depth: int) -> AsyncHandler:
+        if async_fn is not None:
+            afn = async_fn
+
+            async def alayer(request: ModelRequest[Any]) -> Any:
+                return await nxt(checked(await afn(request, request.state)))
+
+            return alayer
+        assert sync_fn is not None
+        fn = sync_fn
+
+        async def abridged(request: ModelRequest[Any]) -> Any:
+            return await nxt(checked(await run_sync_in_thread(fn, request, request.state)))
+
+        return abridged
+
+    return Layer(owner, "modify_model_request", _mode(sync_fn, async_fn), build_sync, build_async)
+
+
+# -- tool chain --------------------------------------------------------------------------------------------------
+def _tool_result(value: object, owner: str, hook: str) -> ToolMessage | Command[Any]:
+    if isinstance(value, (ToolMessage, Command)):
+        return value
+    raise HookReturnError.for_wrap_hook(owner, hook, value, "a ToolMessage or a Command")
+
+
+def wrap_tool_layer(
+    owner: str, sync_fn: Callable[..., Any] | None, async_fn: Callable[..., Any] | None
+) -> Layer[ToolCallRequest, ToolMessage | Command[Any]]:
+    """A ``wrap_tool_call`` (sync, async or both) as a layer."""
+
+    def build_sync(nxt: SyncHandler, depth: int) -> SyncHandler:
+        if sync_fn is not None:
+            fn = sync_fn
+
+            def layer(request: ToolCallRequest) -> Any:
+                try:
+                    result = fn(request, nxt)
+                except GraphBubbleUp as exc:
+                    _note_bubble(exc)
+                    raise
+                if type(result) is ToolMessage:
+                    return result
+                return _tool_result(result, owner, "wrap_tool_call")
+
+            return layer
+        assert async_fn is not None
+        afn, anxt = async_fn, _as_async(nxt)
+
+        def bridged(request: ToolCallRequest) -> Any:
+            try:
+                result = run_coroutine_sync(afn(request, anxt))
+            except GraphBubbleUp as exc:
+                _note_bubble(exc)
+                raise
+            return _tool_result(result, owner, "wrap_tool_call")
+
+        return bridged
+
+    def build_async(nxt: AsyncHandler, depth: int) -> AsyncHandler:
+        if async_fn is not None:
+            afn = async_fn
+
+            async def alayer(request: ToolCallRequest) -> Any:
+                try:
+                    result = await afn(request, nxt)
+                except GraphBubbleUp as exc:
+                    _note_bubble(exc)
+                    raise
+                if type(result) is ToolMessage:
+                    return result
+                return _tool_result(result, owner, "wrap_tool_call")
+
+            return alayer
+        assert sync_fn is not None
+        fn = sync_fn
+
+        async def abridged(request: ToolCallRequest) -> Any:
+            handler = sync_handler_for(nxt, asyncio.get_running_loop())
+            try:
+                result = await run_sync_in_thread(fn, request, handler)
+            except GraphBubbleUp as exc:
+                _note_bubble(exc)
+                raise
+            return _tool_result(result, owner, "wrap_tool_call")
+
+        return abridged
+
+    return Layer(owner, "wrap_tool_call", _mode(sync_fn, async_fn), build_sync, build_async)
+
+
+def _before_result(value: object, owner: str) -> ToolCallRequest | ToolMessage | None:
+    if value is None or isinstance(value, (ToolCallRequest, ToolMessage)):
+        return value
+    raise HookReturnError.for_wrap_hook(
+        owner, "before_tool", value, "None, a ToolCallRequest (to change the call) or a ToolMessage (to skip the tool)"
+    )
+
+
+def _after_result(value: object, owner: str, result: Any) -> Any:
+    if value is None:
+        return result
+    if isinstance(value, (ToolMessage, Command)):
+        return value
+    raise HookReturnError.for_wrap_hook(owner, "after_tool", value, "None, a ToolMessage or a Command")
+
+
+def tool_hooks_layer(
+    owner: str,
+    before: tuple[Callable[..., Any] | None, Callable[..., Any] | None],
+    after: tuple[Callable[..., Any] | None, Callable[..., Any] | None],
+) -> Layer[ToolCallRequest, ToolMessage | Command[Any]]:
+    """One middleware's ``before_tool``/``after_tool`` pair as one layer, outside every ``wrap_tool_call``.
+
+    ``before_tool`` may replace the request or return a ``ToolMessage`` that skips the tool (then only the
+    ``after_tool`` hooks of outer middlewares see it, as in any onion). ``after_tool`` may replace the result.
+    """
+    b_sync, b_async = before
+    a_sync, a_async = after
+
+    def sync_of(fn: Callable[..., Any] | None, afn: Callable[..., Any] | None) -> Callable[..., Any] | None:
+        if fn is not None:
+            return fn
+        if afn is not None:
+            bridged_afn = afn
+            return lambda *args: run_coroutine_sync(bridged_afn(*args))
+        return None
+
+    def build_sync(nxt: SyncHandler, depth: int) -> SyncHandler:
+        bt, at = sync_of(b_sync, b_async), sync_of(a_sync, a_async)
+
+        def layer(request: ToolCallRequest) -> Any:
+            if bt is not None:
+                changed = _before_result(bt(request), owner)
+                if changed is not None:
+                    if isinstance(changed, ToolMessage):
+                        return changed
+                    request = changed
+            result = nxt(request)
+            if at is None:
+                return result
+            return _after_result(at(request, result), owner, result)
+
+        return layer
+
+    def build_async(nxt: AsyncHandler, depth: int) -> AsyncHandler:
+        async def call(fn: Callable[..., Any] | None, afn: Callable[..., Any] | None, *args: Any) -> Any:
+            if afn is not None:
+                return await afn(*args)
+            assert fn is not None
+            return await run_sync_in_thread(fn, *args)
+
+        has_before = b_sync is not None or b_async is not None
+        has_after = a_sync is not None or a_async is not None
+
+        async def alayer(request: ToolCallRequest) -> Any:
+            if has_before:
+                changed = _before_result(await call(b_sync, b_async, request), owner)
+                if changed is not None:
+                    if isinstance(changed, ToolMessage):
+                        return changed
+                    request = changed
+            result = await nxt(request)
+            if not has_after:
+                return result
+            return _after_result(await call(a_sync, a_async, request, result), owner, result)
+
+        return alayer
+
+    hooks = "+".join(h for h, fns in (("before_tool", before), ("after_tool", after)) if any(fns))
+    modes = {_mode(*fns) for fns in (before, after) if any(fns)}
+    return Layer(owner, hooks, "/".join(sorted(modes)), build_sync, build_async)
+
+
+def _mode(sync_fn: object, async_fn: object) -> str:
+    if sync_fn is not None and async_fn is not None:
+        return "sync+async"
+    return "sync" if sync_fn is not None else "async"

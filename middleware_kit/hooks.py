@@ -1,0 +1,223 @@
+"""The hook contract: every hook, when it runs, in which order, what it may return, where it may jump.
+
+This module is the single source of truth the engine, the decorators, the plan and the docs read. The base class
+(:mod:`middleware_kit.middleware`) only supplies defaults; the engine (:mod:`middleware_kit.pipeline`) compiles the
+hooks a middleware defines into node steps and wrap layers according to the specs below.
+
+The one ordering rule: **the first middleware in the list is the outermost layer of the onion.**
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, Literal, Protocol
+
+from langchain_core.messages import AIMessage, ToolMessage
+from langgraph.runtime import Runtime
+from langgraph.types import Command
+
+from middleware_kit.types import ExtendedModelResponse, ModelRequest, ModelResponse, ToolCallRequest
+
+__all__ = [
+    "HOOKS",
+    "NODE_PHASES",
+    "AfterToolHook",
+    "AsyncAfterToolHook",
+    "AsyncBeforeToolHook",
+    "AsyncModelRequestHook",
+    "AsyncNodeHook",
+    "AsyncWrapModelCallHook",
+    "AsyncWrapToolCallHook",
+    "BeforeToolHook",
+    "HookKind",
+    "HookSpec",
+    "ModelRequestHook",
+    "NodeHook",
+    "WrapModelCallHook",
+    "WrapToolCallHook",
+]
+
+HookKind = Literal["node", "model_request", "wrap_model", "wrap_tool", "before_tool", "after_tool"]
+
+
+@dataclass(frozen=True, slots=True)
+class HookSpec:
+    """The contract of one hook."""
+
+    name: str
+    """The sync method name; the async twin is ``"a" + name``."""
+    kind: HookKind
+    """How the engine compiles it: a graph-node step, or a layer of the model or tool chain."""
+    order: Literal["forward", "reverse"]
+    """``forward``: A, B, C for ``middleware=[A, B, C]`` (outermost first); ``reverse``: C, B, A (on the way out)."""
+    jump_targets: frozenset[str]
+    """Where a hook of this kind may declare ``can_jump_to`` (empty: it cannot jump)."""
+    returns: str
+    """What it may return, for error messages and the docs."""
+    doc: str
+    """When it runs and what it may change."""
+
+    @property
+    def async_name(self) -> str:
+        return "a" + self.name
+
+
+_NODE_RETURNS = "None or a dict of state updates (with 'jump_to' if declared)"
+HOOKS: Mapping[str, HookSpec] = MappingProxyType(
+    {
+        spec.name: spec
+        for spec in (
+            HookSpec(
+                "before_agent",
+                "node",
+                "forward",
+                frozenset({"model", "tools", "end"}),
+                _NODE_RETURNS,
+                "Once per invocation, before anything else (not again when an interrupted run resumes).",
+            ),
+            HookSpec(
+                "before_model",
+                "node",
+                "forward",
+                frozenset({"tools", "end"}),
+                _NODE_RETURNS,
+                "Before every model call. Jumping to 'model' from here is refused: it would loop forever.",
+            ),
+            HookSpec(
+                "modify_model_request",
+                "model_request",
+                "forward",
+                frozenset(),
+                "a ModelRequest",
+                "After before_model, outside every wrapper, once per model call; each receives the previous one's "
+                "request. Changes this call only, never state.",
+            ),
+            HookSpec(
+                "wrap_model_call",
+                "wrap_model",
+                "forward",
+                frozenset(),
+                "a ModelResponse, an AIMessage or an ExtendedModelResponse",
+                "Around the model call: A(B(C(model))). May change the request and the response, call handler "
+                "0..n times (retry, fallback, cache).",
+            ),
+            HookSpec(
+                "after_model",
+                "node",
+                "reverse",
+                frozenset({"model", "tools", "end"}),
+                _NODE_RETURNS,
+                "After every model call, before tools, in reverse order (C, B, A).",
+            ),
+            HookSpec(
+                "before_tool",
+                "before_tool",
+                "forward",
+                frozenset(),
+                "None, a ToolCallRequest (replaces the call) or a ToolMessage (skips the tool)",
+                "Once per tool call, outside the tool wrappers (a retrying wrapper does not re-run it).",
+            ),
+            HookSpec(
+                "wrap_tool_call",
+                "wrap_tool",
+                "forward",
+                frozenset(),
+                "a ToolMessage or a Command",
+                "Around each tool call: A(B(C(tool))). May change the call and the result, call handler 0..n times.",
+            ),
+            HookSpec(
+                "after_tool",
+                "after_tool",
+                "reverse",
+                frozenset(),
+                "None, or a ToolMessage/Command replacing the result",
+                "Once per tool call, outside the tool wrappers, in reverse order.",
+            ),
+            HookSpec(
+                "after_agent",
+                "node",
+                "reverse",
+                frozenset(),
+                "None or a dict of state updates",
+                "Once, at the end of the invocation (also after jump_to='end'), in reverse order.",
+            ),
+        )
+    }
+)
+"""Every hook in the order a run meets it."""
+
+NODE_PHASES: tuple[str, ...] = ("before_agent", "before_model", "after_model", "after_agent")
+"""The hooks that run as graph nodes (fused per phase)."""
+
+
+class NodeHook(Protocol):
+    """``before_agent``/``before_model``/``after_model``/``after_agent``: ``(state, runtime) -> dict | None``."""
+
+    def __call__(self, state: Any, runtime: Runtime[Any], /) -> dict[str, Any] | None: ...
+
+
+class AsyncNodeHook(Protocol):
+    def __call__(self, state: Any, runtime: Runtime[Any], /) -> Awaitable[dict[str, Any] | None]: ...
+
+
+class ModelRequestHook(Protocol):
+    """``modify_model_request(request, state) -> ModelRequest``: this call's request only."""
+
+    def __call__(self, request: ModelRequest[Any], state: Any, /) -> ModelRequest[Any]: ...
+
+
+class AsyncModelRequestHook(Protocol):
+    def __call__(self, request: ModelRequest[Any], state: Any, /) -> Awaitable[ModelRequest[Any]]: ...
+
+
+ModelHandler = Callable[[ModelRequest[Any]], ModelResponse[Any]]
+AsyncModelHandler = Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]]
+ToolResult = ToolMessage | Command[Any]
+ToolHandler = Callable[[ToolCallRequest], ToolResult]
+AsyncToolHandler = Callable[[ToolCallRequest], Awaitable[ToolResult]]
+
+
+class WrapModelCallHook(Protocol):
+    """``wrap_model_call(request, handler)``: call ``handler(request)`` 0..n times, return the response."""
+
+    def __call__(
+        self, request: ModelRequest[Any], handler: ModelHandler, /
+    ) -> ModelResponse[Any] | AIMessage | ExtendedModelResponse[Any]: ...
+
+
+class AsyncWrapModelCallHook(Protocol):
+    def __call__(
+        self, request: ModelRequest[Any], handler: AsyncModelHandler, /
+    ) -> Awaitable[ModelResponse[Any] | AIMessage | ExtendedModelResponse[Any]]: ...
+
+
+class WrapToolCallHook(Protocol):
+    """``wrap_tool_call(request, handler)``: call ``handler(request)`` 0..n times, return the result."""
+
+    def __call__(self, request: ToolCallRequest, handler: ToolHandler, /) -> ToolResult: ...
+
+
+class AsyncWrapToolCallHook(Protocol):
+    def __call__(self, request: ToolCallRequest, handler: AsyncToolHandler, /) -> Awaitable[ToolResult]: ...
+
+
+class BeforeToolHook(Protocol):
+    """``before_tool(request)``: None (unchanged), a new ``ToolCallRequest``, or a ``ToolMessage`` to skip the tool."""
+
+    def __call__(self, request: ToolCallRequest, /) -> ToolCallRequest | ToolMessage | None: ...
+
+
+class AsyncBeforeToolHook(Protocol):
+    def __call__(self, request: ToolCallRequest, /) -> Awaitable[ToolCallRequest | ToolMessage | None]: ...
+
+
+class AfterToolHook(Protocol):
+    """``after_tool(request, result)``: None (unchanged) or a replacement ``ToolMessage``/``Command``."""
+
+    def __call__(self, request: ToolCallRequest, result: ToolResult, /) -> ToolResult | None: ...
+
+
+class AsyncAfterToolHook(Protocol):
+    def __call__(self, request: ToolCallRequest, result: ToolResult, /) -> Awaitable[ToolResult | None]: ...

@@ -1,0 +1,147 @@
+"""``AgentMiddleware``: the base class. It only supplies defaults, ``name`` and a readable ``repr``.
+
+What each hook means, and in which order hooks run, is the contract in :mod:`middleware_kit.hooks`. A subclass
+overrides the hooks it needs, sync, async (``a``-prefixed twin) or both; whichever it defines works under both
+``invoke`` and ``ainvoke``. The defaults below do nothing, so hooks may be called directly in unit tests
+(``mw.before_model(state, None)``).
+
+Middleware must be stateless: one instance serves many concurrent runs. Keep per-run data in state or context.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, ClassVar, Generic
+
+from langchain_core.messages import AIMessage
+from langchain_core.tools import BaseTool
+from langgraph.runtime import Runtime
+from typing_extensions import TypeVar
+
+from middleware_kit.hooks import (
+    AsyncModelHandler,
+    AsyncToolHandler,
+    ModelHandler,
+    ToolHandler,
+    ToolResult,
+)
+from middleware_kit.types import (
+    AgentState,
+    ExtendedModelResponse,
+    ModelRequest,
+    ModelResponse,
+    ToolCallRequest,
+)
+
+__all__ = ["AgentMiddleware", "StateT_co"]
+
+StateT_co = TypeVar("StateT_co", bound=AgentState[Any], default=AgentState[Any], covariant=True)
+ContextT_co = TypeVar("ContextT_co", default=Any, covariant=True)
+
+
+class AgentMiddleware(Generic[StateT_co, ContextT_co]):
+    """Base class of every middleware. Override the hooks you need; see :mod:`middleware_kit.hooks`."""
+
+    state_schema: type[Any] = AgentState
+    """A TypedDict extending ``AgentState`` with this middleware's own state keys."""
+    tools: Sequence[BaseTool] = ()
+    """Tools this middleware adds to the agent (offered to the model and executed by the tool node)."""
+
+    _hook_config: ClassVar[dict[str, dict[str, Any]]] = {}
+    """Per-hook ``can_jump_to``/``may_interrupt`` set by the decorators (``hook_config`` sets them on functions)."""
+
+    @property
+    def name(self) -> str:
+        """Unique within an agent; defaults to the class name. Node names in the graph are ``"{name}.{hook}"``."""
+        explicit: str | None = self.__dict__.get("_middleware_name")
+        return explicit if explicit is not None else type(self).__name__
+
+    @name.setter
+    def name(self, value: str) -> None:
+        self.__dict__["_middleware_name"] = value
+
+    def __repr__(self) -> str:
+        from middleware_kit.pipeline import defined_hooks
+
+        hooks = ", ".join(defined_hooks(self))
+        return f"<{type(self).__name__} name={self.name!r} hooks=[{hooks}]>"
+
+    # -- node hooks ------------------------------------------------------------------------------------------
+    def before_agent(self, state: Any, runtime: Runtime[Any] | None) -> dict[str, Any] | None:
+        """Once per invocation, before anything else."""
+        return None
+
+    async def abefore_agent(self, state: Any, runtime: Runtime[Any] | None) -> dict[str, Any] | None:
+        """Async twin of :meth:`before_agent`."""
+        return None
+
+    def before_model(self, state: Any, runtime: Runtime[Any] | None) -> dict[str, Any] | None:
+        """Before every model call (forward order)."""
+        return None
+
+    async def abefore_model(self, state: Any, runtime: Runtime[Any] | None) -> dict[str, Any] | None:
+        """Async twin of :meth:`before_model`."""
+        return None
+
+    def after_model(self, state: Any, runtime: Runtime[Any] | None) -> dict[str, Any] | None:
+        """After every model call (reverse order)."""
+        return None
+
+    async def aafter_model(self, state: Any, runtime: Runtime[Any] | None) -> dict[str, Any] | None:
+        """Async twin of :meth:`after_model`."""
+        return None
+
+    def after_agent(self, state: Any, runtime: Runtime[Any] | None) -> dict[str, Any] | None:
+        """Once at the end of the invocation (reverse order)."""
+        return None
+
+    async def aafter_agent(self, state: Any, runtime: Runtime[Any] | None) -> dict[str, Any] | None:
+        """Async twin of :meth:`after_agent`."""
+        return None
+
+    # -- model chain -----------------------------------------------------------------------------------------
+    def modify_model_request(self, request: ModelRequest[Any], state: Any) -> ModelRequest[Any]:
+        """Return the request for this model call (forward order, outside every wrapper)."""
+        return request
+
+    async def amodify_model_request(self, request: ModelRequest[Any], state: Any) -> ModelRequest[Any]:
+        """Async twin of :meth:`modify_model_request`."""
+        return request
+
+    def wrap_model_call(
+        self, request: ModelRequest[Any], handler: ModelHandler
+    ) -> ModelResponse[Any] | AIMessage | ExtendedModelResponse[Any]:
+        """Around the model call. Call ``handler(request)`` 0..n times and return the response."""
+        return handler(request)
+
+    async def awrap_model_call(
+        self, request: ModelRequest[Any], handler: AsyncModelHandler
+    ) -> ModelResponse[Any] | AIMessage | ExtendedModelResponse[Any]:
+        """Async twin of :meth:`wrap_model_call`."""
+        return await handler(request)
+
+    # -- tool chain ------------------------------------------------------------------------------------------
+    def before_tool(self, request: ToolCallRequest) -> ToolCallRequest | Any | None:
+        """Before each tool call, outside the wrappers: None, a new request, or a ``ToolMessage`` to skip the tool."""
+        return None
+
+    async def abefore_tool(self, request: ToolCallRequest) -> ToolCallRequest | Any | None:
+        """Async twin of :meth:`before_tool`."""
+        return None
+
+    def wrap_tool_call(self, request: ToolCallRequest, handler: ToolHandler) -> ToolResult:
+        """Around each tool call. Call ``handler(request)`` 0..n times and return the result."""
+        return handler(request)
+
+    async def awrap_tool_call(self, request: ToolCallRequest, handler: AsyncToolHandler) -> ToolResult:
+        """Async twin of :meth:`wrap_tool_call`."""
+        return await handler(request)
+
+    def after_tool(self, request: ToolCallRequest, result: ToolResult) -> ToolResult | None:
+        """After each tool call, outside the wrappers (reverse order): None or a replacement result."""
+        return None
+
+    async def aafter_tool(self, request: ToolCallRequest, result: ToolResult) -> ToolResult | None:
+        """Async twin of :meth:`after_tool`."""
+        return None
+

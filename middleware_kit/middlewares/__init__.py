@@ -1,0 +1,3 @@
+"""Bundled middlewares, one module each (``middleware_kit.middlewares.<name>``)."""
+
+__all__: list[str] = []

@@ -1,0 +1,267 @@
+"""Collect -> validate -> order -> bridge -> freeze: the pipeline of an agent, computed once at build time.
+
+The result is a :class:`Pipeline`: node steps grouped into fused nodes per phase, and the layers of the model and
+tool chains, outermost first. The graph module turns it into LangGraph nodes; a model or tool call afterwards only
+walks the prebuilt tuples and closures.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.tools import BaseTool
+
+from middleware_kit.chain import Layer, model_request_layer, tool_hooks_layer, wrap_model_layer, wrap_tool_layer
+from middleware_kit.errors import MiddlewareConfigError
+from middleware_kit.hooks import HOOKS, NODE_PHASES
+from middleware_kit.middleware import AgentMiddleware
+from middleware_kit.phases import NodeStep, bridge_node_hook
+
+__all__ = ["HookImpl", "Pipeline", "build_pipeline", "defined_hooks"]
+
+_RESERVED_NAME_CHARS = ("|", ":", "\n")
+
+
+@dataclass(frozen=True, slots=True)
+class HookImpl:
+    """A hook a middleware defines: its sync and/or async implementation and its declared routing."""
+
+    owner: str
+    hook: str
+    sync: Callable[..., Any] | None
+    async_: Callable[..., Any] | None
+    can_jump_to: frozenset[str]
+    may_interrupt: bool
+
+    @property
+    def mode(self) -> str:
+        if self.sync is not None and self.async_ is not None:
+            return "sync+async"
+        return "sync" if self.sync is not None else "async"
+
+
+def _implementation(mw: AgentMiddleware[Any, Any], method: str) -> Callable[..., Any] | None:
+    """The bound implementation of ``method`` if ``mw`` overrides the base default, else None."""
+    if method in getattr(mw, "__dict__", {}):
+        fn: Callable[..., Any] = mw.__dict__[method]
+        return fn
+    impl = getattr(type(mw), method, None)
+    if impl is None or impl is getattr(AgentMiddleware, method):
+        return None
+    bound: Callable[..., Any] = getattr(mw, method)
+    return bound
+
+
+def _config(mw: AgentMiddleware[Any, Any], method: str, fn: Callable[..., Any] | None) -> dict[str, Any]:
+    cfg: dict[str, Any] = dict(getattr(type(mw), "_hook_config", {}).get(method, {}))
+    target = getattr(fn, "__func__", fn)
+    if target is not None:
+        if hasattr(target, "__can_jump_to__"):
+            cfg["can_jump_to"] = list(target.__can_jump_to__)
+        if getattr(target, "__may_interrupt__", False):
+            cfg["may_interrupt"] = True
+    return cfg
+
+
+def defined_hooks(mw: AgentMiddleware[Any, Any]) -> dict[str, HookImpl]:
+    """The hooks ``mw`` defines, in the order a run meets them."""
+    found: dict[str, HookImpl] = {}
+    for spec in HOOKS.values():
+        sync_fn = _implementation(mw, spec.name)
+        async_fn = _implementation(mw, spec.async_name)
+        if sync_fn is None and async_fn is None:
+            continue
+        jumps: set[str] = set()
+        may_interrupt = False
+        for method, fn in ((spec.name, sync_fn), (spec.async_name, async_fn)):
+            if fn is None:
+                continue
+            cfg = _config(mw, method, fn)
+            jumps.update(cfg.get("can_jump_to") or ())
+            may_interrupt = may_interrupt or bool(cfg.get("may_interrupt"))
+        found[spec.name] = HookImpl(mw.name, spec.name, sync_fn, async_fn, frozenset(jumps), may_interrupt)
+    return found
+
+
+@dataclass(frozen=True, slots=True)
+class Pipeline:
+    """The frozen, ordered, bridged pipeline of one agent."""
+
+    middleware: tuple[AgentMiddleware[Any, Any], ...]
+    hooks: tuple[dict[str, HookImpl], ...]
+    """Per middleware (list order), the hooks it defines."""
+    phases: dict[str, tuple[tuple[NodeStep, ...], ...]]
+    """Per node phase, its fused groups in execution order (a may-interrupt hook is a group of its own)."""
+    model_layers: tuple[Layer[Any, Any], ...]
+    """Outermost first: every ``modify_model_request``, then every ``wrap_model_call`` (incl. dynamic prompts)."""
+    tool_layers: tuple[Layer[Any, Any], ...]
+    """Outermost first: each middleware's ``before_tool``/``after_tool`` pair, then every ``wrap_tool_call``."""
+    tools: tuple[BaseTool, ...]
+    """Tools the middlewares add."""
+
+    @property
+    def has_wrap_tool_call(self) -> bool:
+        return any(layer.hook == "wrap_tool_call" for layer in self.tool_layers)
+
+
+def _check_item(item: object, index: int) -> AgentMiddleware[Any, Any]:
+    if isinstance(item, AgentMiddleware):
+        return item
+    if isinstance(item, type) and issubclass(item, AgentMiddleware):
+        fix = f"pass an instance: {item.__name__}(...)"
+    elif type(item).__name__ == "_HookDecorator":
+        fix = "the decorator was listed itself; decorate a function with it and list the result"
+    else:
+        fix = "subclass AgentMiddleware, or make one with a decorator such as @before_model"
+    raise MiddlewareConfigError(
+        f"middleware[{index}] is {item!r}, not an AgentMiddleware instance: {fix}.",
+        middleware=getattr(item, "__name__", type(item).__name__),
+        hook="middleware",
+    )
+
+
+def _check_name(mw: AgentMiddleware[Any, Any], seen: dict[str, int], index: int) -> None:
+    name = mw.name
+    if not isinstance(name, str) or not name or any(c in name for c in _RESERVED_NAME_CHARS):
+        raise MiddlewareConfigError(
+            f"middleware[{index}] has the name {name!r}; a name must be a non-empty string without "
+            f"{', '.join(repr(c) for c in _RESERVED_NAME_CHARS)}. Set a valid name with name=... .",
+            middleware=str(name),
+            hook="name",
+        )
+    if name in seen:
+        raise MiddlewareConfigError(
+            f"Two middlewares are named {name!r} (middleware[{seen[name]}] and middleware[{index}]). Names must be "
+            f"unique within an agent: pass name='...' to the decorator, or set `name` on one of the instances.",
+            middleware=name,
+            hook="name",
+        )
+    seen[name] = index
+
+
+def _check_jumps(impl: HookImpl, has_tools: bool) -> None:
+    spec = HOOKS[impl.hook]
+    for target in sorted(impl.can_jump_to):
+        if target not in ("model", "tools", "end"):
+            raise MiddlewareConfigError(
+                f"{impl.owner}.{impl.hook} declares can_jump_to={sorted(impl.can_jump_to)}; the targets are "
+                f"'model', 'tools' and 'end'.",
+                middleware=impl.owner,
+                hook=impl.hook,
+            )
+        if target not in spec.jump_targets:
+            if not spec.jump_targets:
+                why = f"{impl.hook} cannot jump: only before_agent, before_model and after_model route the run"
+            else:
+                why = (
+                    f"jumping to 'model' from before_model would run before_model again forever; "
+                    f"allowed here: {sorted(spec.jump_targets)}"
+                    if target == "model"
+                    else f"allowed here: {sorted(spec.jump_targets)}"
+                )
+            raise MiddlewareConfigError(
+                f"{impl.owner}.{impl.hook} declares can_jump_to={target!r}, but {why}. Remove it from can_jump_to.",
+                middleware=impl.owner,
+                hook=impl.hook,
+            )
+        if target == "tools" and not has_tools:
+            raise MiddlewareConfigError(
+                f"{impl.owner}.{impl.hook} declares can_jump_to='tools', but the agent has no tools to run. Give "
+                f"create_agent tools (or a middleware `tools`), or remove 'tools' from can_jump_to.",
+                middleware=impl.owner,
+                hook=impl.hook,
+            )
+    if impl.may_interrupt and spec.kind != "node":
+        raise MiddlewareConfigError(
+            f"{impl.owner}.{impl.hook} declares may_interrupt=True, which only node hooks use (they get a node of "
+            f"their own). interrupt() works in wrappers too; remove may_interrupt here.",
+            middleware=impl.owner,
+            hook=impl.hook,
+        )
+    for fn in (impl.sync, impl.async_):
+        if fn is not None and impl.sync is fn and inspect.iscoroutinefunction(fn):
+            raise MiddlewareConfigError(
+                f"{impl.owner}.{impl.hook} is an 'async def'; an async hook must be named a{impl.hook} "
+                f"(or defined with a decorator, which picks the right name).",
+                middleware=impl.owner,
+                hook=impl.hook,
+            )
+
+
+def build_pipeline(
+    middleware: Sequence[object], *, client_tools: Sequence[BaseTool], validate_jumps: bool = True
+) -> Pipeline:
+    """Validate and compile ``middleware`` (first = outermost) into a :class:`Pipeline`.
+
+    ``validate_jumps=False`` (the testing harness) skips the checks that need the whole agent.
+    """
+    if isinstance(middleware, AgentMiddleware) or not isinstance(middleware, Sequence):
+        raise MiddlewareConfigError(
+            f"middleware must be a list of AgentMiddleware instances; got {type(middleware).__name__}. "
+            f"Wrap it in a list: middleware=[...].",
+            middleware="create_agent",
+            hook="middleware",
+        )
+    mws = tuple(_check_item(item, i) for i, item in enumerate(middleware))
+    seen: dict[str, int] = {}
+    for i, mw in enumerate(mws):
+        _check_name(mw, seen, i)
+    mw_tools = tuple(t for mw in mws for t in (getattr(mw, "tools", None) or ()))
+    for mw in mws:
+        for tool in getattr(mw, "tools", None) or ():
+            if not isinstance(tool, BaseTool):
+                raise MiddlewareConfigError(
+                    f"{mw.name}.tools holds {tool!r}, not a BaseTool. Wrap functions with "
+                    f"langchain_core.tools.tool(...) before listing them.",
+                    middleware=mw.name,
+                    hook="tools",
+                )
+    has_tools = bool(client_tools) or bool(mw_tools)
+    hooks = tuple(defined_hooks(mw) for mw in mws)
+    for per_mw in hooks:
+        for impl in per_mw.values():
+            _check_jumps(impl, has_tools or not validate_jumps)
+
+    phases: dict[str, tuple[tuple[NodeStep, ...], ...]] = {}
+    for phase in NODE_PHASES:
+        ordered = [h[phase] for h in hooks if phase in h]
+        if HOOKS[phase].order == "reverse":
+            ordered.reverse()
+        groups: list[list[NodeStep]] = []
+        for impl in ordered:
+            run_sync, run_async = bridge_node_hook(impl.sync, impl.async_)
+            step = NodeStep(
+                impl.owner, phase, impl.mode, run_sync, run_async, impl.can_jump_to, impl.may_interrupt
+            )
+            if impl.may_interrupt or not groups or groups[-1][-1].may_interrupt:
+                groups.append([step])
+            else:
+                groups[-1].append(step)
+        phases[phase] = tuple(tuple(g) for g in groups)
+
+    requests = [model_request_layer(h["modify_model_request"].owner, h["modify_model_request"].sync,
+                                    h["modify_model_request"].async_) for h in hooks if "modify_model_request" in h]
+    wraps = [wrap_model_layer(h["wrap_model_call"].owner, h["wrap_model_call"].sync, h["wrap_model_call"].async_)
+             for h in hooks if "wrap_model_call" in h]
+    tool_pairs = [
+        tool_hooks_layer(
+            mw.name,
+            (h["before_tool"].sync, h["before_tool"].async_) if "before_tool" in h else (None, None),
+            (h["after_tool"].sync, h["after_tool"].async_) if "after_tool" in h else (None, None),
+        )
+        for mw, h in zip(mws, hooks, strict=True)
+        if "before_tool" in h or "after_tool" in h
+    ]
+    tool_wraps = [wrap_tool_layer(h["wrap_tool_call"].owner, h["wrap_tool_call"].sync, h["wrap_tool_call"].async_)
+                  for h in hooks if "wrap_tool_call" in h]
+    return Pipeline(
+        middleware=mws,
+        hooks=hooks,
+        phases=phases,
+        model_layers=(*requests, *wraps),
+        tool_layers=(*tool_pairs, *tool_wraps),
+        tools=mw_tools,
+    )

@@ -1,0 +1,152 @@
+"""``agent.middleware_plan``: the assembled pipeline, so nobody has to guess the order.
+
+``print(agent.middleware_plan)`` shows every hook in run order with the twin it defines, how it is bridged under
+``invoke`` and ``ainvoke``, and the graph node it runs in (``*`` marks a node of its own, kept for a hook that may
+interrupt); then the model and tool chains, outermost first. ``plan.mermaid()`` draws the graph as a Mermaid diagram.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from middleware_kit.pipeline import Pipeline
+
+__all__ = ["MiddlewarePlan", "PlannedHook"]
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedHook:
+    """One hook as it will run."""
+
+    phase: str
+    """The hook (``before_model``, ``wrap_model_call``, ``before_tool+after_tool`` ...)."""
+    middleware: str
+    defined: str
+    """Which twins the middleware defines: ``sync``, ``async`` or ``sync+async``."""
+    under_invoke: str
+    """``direct``, or ``loop`` (an async twin driven to completion)."""
+    under_ainvoke: str
+    """``direct``, or ``thread`` (a sync hook run off the event loop)."""
+    where: str
+    """The graph node (node hooks) or chain (``model``/``tool``) it runs in."""
+    own_node: bool = False
+    can_jump_to: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class MiddlewarePlan:
+    """The pipeline of an agent, in run order. ``str()`` prints it as a table."""
+
+    name: str
+    middleware: tuple[str, ...]
+    hooks: tuple[PlannedHook, ...]
+    """Every hook, in the order a run with one model call and one tool call meets them."""
+    nodes: tuple[str, ...]
+    """The graph's nodes, in run order."""
+    model_chain: tuple[str, ...]
+    """Layers of the model call, outermost first (``A.wrap_model_call``)."""
+    tool_chain: tuple[str, ...]
+    """Layers of each tool call, outermost first."""
+    draw: Callable[[], str] = field(repr=False, compare=False, default=lambda: "")
+
+    def mermaid(self) -> str:
+        """The compiled graph as a Mermaid diagram (drawn on demand)."""
+        return self.draw()
+
+    def phase(self, name: str) -> tuple[str, ...]:
+        """The middlewares whose ``name`` hook runs, in run order."""
+        return tuple(h.middleware for h in self.hooks if h.phase == name)
+
+    def __str__(self) -> str:
+        head = ("#", "hook", "middleware", "defines", "invoke", "ainvoke", "runs in")
+        rows = [
+            (
+                str(i),
+                h.phase,
+                h.middleware,
+                h.defined,
+                h.under_invoke,
+                h.under_ainvoke,
+                h.where + (" *" if h.own_node else "") + (f"  jumps: {','.join(h.can_jump_to)}" if h.can_jump_to
+                                                          else ""),
+            )
+            for i, h in enumerate(self.hooks, 1)
+        ]
+        widths = [max(len(r[c]) for r in (head, *rows)) for c in range(len(head))]
+        fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+        lines = [
+            f"middleware plan of {self.name!r}: {len(self.middleware)} middleware(s) "
+            f"[{', '.join(self.middleware)}], first listed = outermost",
+            fmt.format(*head).rstrip(),
+            fmt.format(*("-" * w for w in widths)).rstrip(),
+            *(fmt.format(*r).rstrip() for r in rows),
+            "",
+            "model call: " + _onion(self.model_chain, "model"),
+            "tool call:  " + _onion(self.tool_chain, "tool"),
+            "graph:      " + " -> ".join(self.nodes),
+        ]
+        if any(h.own_node for h in self.hooks):
+            lines.append("* a node of its own (the hook may interrupt; resuming it never re-runs its neighbours)")
+        return "\n".join(lines)
+
+
+def _onion(layers: tuple[str, ...], core: str) -> str:
+    if not layers:
+        return core
+    return "".join(f"{layer}( " for layer in layers) + core + " )" * len(layers)
+
+
+def _bridging(defined: str) -> tuple[str, str]:
+    return ("loop" if defined == "async" else "direct", "thread" if defined == "sync" else "direct")
+
+
+def build_plan(
+    name: str,
+    pipeline: Pipeline,
+    node_of: dict[tuple[str, str], str],
+    nodes: list[str],
+    draw: Callable[[], str],
+) -> MiddlewarePlan:
+    hooks: list[PlannedHook] = []
+
+    def node_hooks(phase: str) -> None:
+        for group in pipeline.phases[phase]:
+            for step in group:
+                invoke, ainvoke = _bridging(step.mode)
+                hooks.append(
+                    PlannedHook(
+                        phase,
+                        step.owner,
+                        step.mode,
+                        invoke,
+                        ainvoke,
+                        node_of[(step.owner, phase)],
+                        own_node=step.may_interrupt,
+                        can_jump_to=tuple(sorted(step.can_jump_to)),
+                    )
+                )
+
+    def chain_hooks(layers: Any, where: str) -> None:
+        for layer in layers:
+            for mode in layer.mode.split("/"):
+                invoke, ainvoke = _bridging(mode)
+                hooks.append(PlannedHook(layer.hook, layer.owner, mode, invoke, ainvoke, where))
+                break
+
+    node_hooks("before_agent")
+    node_hooks("before_model")
+    chain_hooks(pipeline.model_layers, "model chain")
+    node_hooks("after_model")
+    chain_hooks(pipeline.tool_layers, "tool chain")
+    node_hooks("after_agent")
+    return MiddlewarePlan(
+        name=name,
+        middleware=tuple(mw.name for mw in pipeline.middleware),
+        hooks=tuple(hooks),
+        nodes=tuple(nodes),
+        model_chain=tuple(f"{layer.owner}.{layer.hook}" for layer in pipeline.model_layers),
+        tool_chain=tuple(f"{layer.owner}.{layer.hook}" for layer in pipeline.tool_layers),
+        draw=draw,
+    )

@@ -1,0 +1,114 @@
+"""Merging state schemas: ``AgentState``, ``create_agent(state_schema=...)`` and every middleware's ``state_schema``.
+
+All schemas merge into one TypedDict (plus derived input and output schemas). Two schemas that declare the same key
+with different types or reducers is a build-time error naming both owners.
+"""
+
+from __future__ import annotations
+
+import typing
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Annotated, Any, TypeVar, get_args, get_origin, get_type_hints
+
+from typing_extensions import NotRequired, Required, TypedDict, is_typeddict
+
+from middleware_kit.errors import MiddlewareConfigError, StateSchemaConflictError
+from middleware_kit.types import AgentState, OmitFromSchema
+
+__all__ = ["MergedSchema", "merge_state_schemas"]
+
+
+@dataclass(frozen=True, slots=True)
+class MergedSchema:
+    """The merged state schema of an agent and its derived input/output schemas."""
+
+    state: type[Any]
+    input: type[Any]
+    output: type[Any]
+    keys: frozenset[str]
+    """Every declared key: a hook may return exactly these."""
+    owners: dict[str, str]
+    """Which schema owner declared each key first (for error messages and the plan)."""
+
+
+def _strip_required(tp: Any) -> Any:
+    while get_origin(tp) in (Required, NotRequired, typing.Required, typing.NotRequired):
+        tp = get_args(tp)[0]
+    return tp
+
+
+def _erase_typevars(tp: Any) -> Any:
+    """``AgentState[ResponseT]`` declares fields typed by a TypeVar: store them as ``Any``."""
+    if isinstance(tp, TypeVar):
+        return Any
+    if get_origin(tp) is Annotated:
+        base, *meta = get_args(tp)
+        return Annotated[(_erase_typevars(base), *meta)]  # type: ignore[valid-type]
+    return tp
+
+
+def _omit(tp: Any) -> OmitFromSchema | None:
+    if get_origin(tp) is Annotated:
+        for meta in get_args(tp)[1:]:
+            if isinstance(meta, OmitFromSchema):
+                return meta
+    return None
+
+
+def _schema_hints(owner: str, schema: type[Any]) -> dict[str, Any]:
+    if not (is_typeddict(schema) or isinstance(schema, type)):
+        raise MiddlewareConfigError(
+            f"{owner}.state_schema is {schema!r}; it must be a TypedDict class extending AgentState.",
+            middleware=owner,
+            hook="state_schema",
+        )
+    try:
+        hints = get_type_hints(schema, include_extras=True)
+    except NameError as exc:
+        raise MiddlewareConfigError(
+            f"{owner}.state_schema {schema.__qualname__} has an annotation that cannot be resolved ({exc}). "
+            f"Import every type the schema names at module level (not under TYPE_CHECKING).",
+            middleware=owner,
+            hook="state_schema",
+        ) from exc
+    if "messages" not in hints:
+        raise MiddlewareConfigError(
+            f"{owner}.state_schema {schema.__qualname__} has no 'messages' key; state schemas must extend "
+            f"AgentState (class MyState(AgentState): ...).",
+            middleware=owner,
+            hook="state_schema",
+        )
+    return {key: _erase_typevars(_strip_required(tp)) for key, tp in hints.items()}
+
+
+def merge_state_schemas(sources: Sequence[tuple[str, type[Any]]], *, name: str = "Agent") -> MergedSchema:
+    """Merge ``(owner, schema)`` pairs, first declaration first. ``AgentState`` is always included."""
+    fields: dict[str, Any] = {}
+    owners: dict[str, str] = {}
+    origin: dict[str, type[Any]] = {}
+    for owner, schema in (("AgentState", AgentState), *sources):
+        for key, tp in _schema_hints(owner, schema).items():
+            if key not in fields:
+                fields[key] = tp
+                owners[key] = owner
+                origin[key] = schema
+            elif fields[key] != tp:
+                raise StateSchemaConflictError(
+                    f"State key {key!r} is declared twice with different types or reducers: "
+                    f"{owners[key]} ({origin[key].__qualname__}) declares {fields[key]!r}, "
+                    f"{owner} ({schema.__qualname__}) declares {tp!r}. Rename one of the keys, or declare it "
+                    f"with the same type and reducer in both schemas.",
+                    middleware=owner,
+                    hook="state_schema",
+                )
+    input_fields = {k: v for k, v in fields.items() if not ((o := _omit(v)) and o.input)}
+    output_fields = {k: v for k, v in fields.items() if not ((o := _omit(v)) and o.output)}
+    state = TypedDict(f"{name}State", fields, total=False)  # type: ignore[operator]
+    return MergedSchema(
+        state=state,
+        input=TypedDict(f"{name}Input", input_fields, total=False),  # type: ignore[operator]
+        output=TypedDict(f"{name}Output", output_fields, total=False),  # type: ignore[operator]
+        keys=frozenset(fields),
+        owners=owners,
+    )
