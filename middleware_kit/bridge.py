@@ -6,6 +6,11 @@
   calling thread already runs a loop, on a helper thread).
 - A sync *wrapper* under ``ainvoke`` receives a sync ``handler`` that runs the async inner chain back on the caller's
   loop, so async resources stay on the loop they belong to.
+
+Bridged sync hooks run on an *elastic* pool, not the loop's default executor: a sync wrapper blocks its thread while
+the inner chain runs, and the inner chain may itself need executor threads (a sync-only chat model under
+``ainvoke``). A bounded pool deadlocks there under concurrency; this one starts a thread whenever none is idle and
+lets idle threads go after a while.
 """
 
 from __future__ import annotations
@@ -13,18 +18,66 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import functools
+import queue
 import threading
 from collections.abc import Awaitable, Callable, Coroutine
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future
 from typing import Any, ParamSpec, TypeVar
 
-__all__ = ["run_coroutine_sync", "run_sync_in_thread", "sync_handler_for"]
+__all__ = ["ElasticPool", "run_coroutine_sync", "run_sync_in_thread", "sync_handler_for"]
 
 P = ParamSpec("P")
 T = TypeVar("T")
 
 _local = threading.local()
-_helper = ThreadPoolExecutor(max_workers=4, thread_name_prefix="middleware_kit-bridge")
+
+
+class ElasticPool:
+    """A thread pool that never makes a job wait for a thread (a "cached" pool)."""
+
+    def __init__(self, idle_seconds: float = 30.0, name: str = "middleware_kit-bridge") -> None:
+        self._jobs: queue.SimpleQueue[tuple[Future[Any], Callable[[], Any]]] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._idle = 0
+        self._idle_seconds = idle_seconds
+        self._name = name
+        self._started = 0
+
+    def submit(self, fn: Callable[[], T]) -> Future[T]:
+        future: Future[T] = Future()
+        with self._lock:
+            spawn = self._idle == 0
+            if spawn:
+                self._started += 1
+                number = self._started
+            else:
+                self._idle -= 1
+        self._jobs.put((future, fn))
+        if spawn:
+            threading.Thread(target=self._work, name=f"{self._name}-{number}", daemon=True).start()
+        return future
+
+    def _work(self) -> None:
+        while True:
+            try:
+                future, fn = self._jobs.get(timeout=self._idle_seconds)
+            except queue.Empty:
+                with self._lock:
+                    if self._idle > 0:  # nobody has claimed an idle thread: this one may go
+                        self._idle -= 1
+                        return
+                continue  # a submitter counted on this thread: its job is on the way
+            if future.set_running_or_notify_cancel():
+                try:
+                    future.set_result(fn())
+                except BaseException as exc:
+                    future.set_exception(exc)
+            del future, fn
+            with self._lock:
+                self._idle += 1
+
+
+_pool = ElasticPool()
 
 
 def _thread_loop() -> asyncio.AbstractEventLoop:
@@ -44,7 +97,7 @@ def run_coroutine_sync(coro: Coroutine[Any, Any, T]) -> T:
     # Sync code called from inside a running loop (e.g. ``invoke`` in a notebook cell): a loop cannot be re-entered,
     # so run the coroutine on a helper thread, carrying the context along.
     ctx = contextvars.copy_context()
-    return _helper.submit(ctx.run, _run_on_thread_loop, coro).result()
+    return _pool.submit(functools.partial(ctx.run, _run_on_thread_loop, coro)).result()
 
 
 def _run_on_thread_loop(coro: Coroutine[Any, Any, T]) -> T:
@@ -54,8 +107,7 @@ def _run_on_thread_loop(coro: Coroutine[Any, Any, T]) -> T:
 async def run_sync_in_thread(func: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
     """Run a sync callable off the event loop, in a copy of the current context."""
     ctx = contextvars.copy_context()
-    loop = asyncio.get_running_loop()
-    return await loop.run_in_executor(None, functools.partial(ctx.run, func, *args, **kwargs))
+    return await asyncio.wrap_future(_pool.submit(functools.partial(ctx.run, func, *args, **kwargs)))
 
 
 def sync_handler_for(

@@ -206,7 +206,7 @@ def dynamic_prompt(
     """
 
     def build(fn: Callable[..., Any]) -> AgentMiddleware[Any, Any]:
-        owner = name or getattr(fn, "__name__", "dynamic_prompt")
+        owner: str = name or str(getattr(fn, "__name__", "dynamic_prompt"))
         wrapper: Callable[..., Any]
         if inspect.iscoroutinefunction(fn):
 

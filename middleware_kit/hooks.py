@@ -133,7 +133,8 @@ HOOKS: Mapping[str, HookSpec] = MappingProxyType(
                 "reverse",
                 frozenset(),
                 "None, or a ToolMessage/Command replacing the result",
-                "Once per tool call, outside the tool wrappers, in reverse order.",
+                "Once per tool call, outside the tool wrappers, in reverse order. It receives the request as this "
+                "middleware passed it on (after its own before_tool), like any onion layer.",
             ),
             HookSpec(
                 "after_agent",

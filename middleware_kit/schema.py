@@ -9,9 +9,9 @@ from __future__ import annotations
 import typing
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any, TypeVar, get_args, get_origin, get_type_hints
+from typing import Annotated, Any, NotRequired, Required, TypeVar, get_args, get_origin, get_type_hints
 
-from typing_extensions import NotRequired, Required, TypedDict, is_typeddict
+from typing_extensions import TypedDict, is_typeddict
 
 from middleware_kit.errors import MiddlewareConfigError, StateSchemaConflictError
 from middleware_kit.types import AgentState, OmitFromSchema
@@ -44,7 +44,7 @@ def _erase_typevars(tp: Any) -> Any:
         return Any
     if get_origin(tp) is Annotated:
         base, *meta = get_args(tp)
-        return Annotated[(_erase_typevars(base), *meta)]  # type: ignore[valid-type]
+        return Annotated[(_erase_typevars(base), *meta)]
     return tp
 
 
@@ -104,7 +104,7 @@ def merge_state_schemas(sources: Sequence[tuple[str, type[Any]]], *, name: str =
                 )
     input_fields = {k: v for k, v in fields.items() if not ((o := _omit(v)) and o.input)}
     output_fields = {k: v for k, v in fields.items() if not ((o := _omit(v)) and o.output)}
-    state = TypedDict(f"{name}State", fields, total=False)  # type: ignore[operator]
+    state = TypedDict(f"{name}State", fields, total=False)  # type: ignore[misc]
     return MergedSchema(
         state=state,
         input=TypedDict(f"{name}Input", input_fields, total=False),  # type: ignore[operator]

@@ -11,7 +11,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Annotated, Any, Generic, Literal, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Generic, Literal, NotRequired, Required, TypeAlias, TypeVar
 
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, SystemMessage, ToolCall
 from langchain_core.tools import BaseTool
@@ -21,7 +21,7 @@ from langgraph.prebuilt.tool_node import ToolRuntime
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 from langgraph.typing import ContextT
-from typing_extensions import NotRequired, Required, TypedDict, Unpack
+from typing_extensions import TypedDict, Unpack
 
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel

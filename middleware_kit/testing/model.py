@@ -15,7 +15,7 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
-from pydantic import ConfigDict, PrivateAttr
+from pydantic import ConfigDict, Field, PrivateAttr
 
 __all__ = ["ScriptExhaustedError", "ScriptedCall", "ScriptedChatModel", "tool_call"]
 
@@ -55,7 +55,7 @@ class ScriptedChatModel(BaseChatModel):
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
-    responses: list[Any] = []
+    responses: list[Any] = Field(default_factory=list)
     default: Any = None
     cycle: bool = False
     model_name: str = "scripted"
@@ -65,7 +65,7 @@ class ScriptedChatModel(BaseChatModel):
     _calls: list[ScriptedCall] = PrivateAttr(default_factory=list)
 
     def __init__(self, responses: Sequence[Step] = (), **kwargs: Any) -> None:
-        super().__init__(responses=list(responses), **kwargs)
+        super().__init__(responses=list(responses), **kwargs)  # type: ignore[call-arg]
 
     @property
     def _llm_type(self) -> str:

@@ -1,0 +1,180 @@
+"""Build-time validation: names, items, tools; and the composed chains without a graph."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessage, ToolMessage
+from langgraph.errors import GraphInterrupt
+from langgraph.types import Interrupt
+
+from middleware_kit import (
+    AgentMiddleware,
+    ExtendedModelResponse,
+    MiddlewareConfigError,
+    ModelResponse,
+    ToolCallRequest,
+    before_model,
+    create_agent,
+    modify_model_request,
+    wrap_model_call,
+    wrap_tool_call,
+)
+from middleware_kit.testing import (
+    ScriptedChatModel,
+    TraceRecorder,
+    arun_model_chain,
+    arun_tool_chain,
+    make_request,
+    run_model_chain,
+    run_tool_chain,
+    tool_call,
+)
+from tests.conftest import add
+
+
+def test_duplicate_names_are_refused_with_the_fix() -> None:
+    @before_model
+    def audit(state: Any, runtime: Any) -> None: ...
+
+    @before_model(name="audit")
+    def other(state: Any, runtime: Any) -> None: ...
+
+    with pytest.raises(MiddlewareConfigError, match=r"Two middlewares are named 'audit'.*name=") as err:
+        create_agent(ScriptedChatModel([]), middleware=[audit, other])
+    assert (err.value.middleware, err.value.hook) == ("audit", "name")
+
+
+def test_the_same_instance_twice_is_a_duplicate() -> None:
+    mw = TraceRecorder("A")
+    with pytest.raises(MiddlewareConfigError, match="named 'A'"):
+        create_agent(ScriptedChatModel([]), middleware=[mw, mw])
+
+
+@pytest.mark.parametrize("name", ["", "a|b", "x:y"])
+def test_invalid_names_are_refused(name: str) -> None:
+    with pytest.raises(MiddlewareConfigError, match="name"):
+        create_agent(ScriptedChatModel([]), middleware=[TraceRecorder(name)])
+
+
+def test_a_class_instead_of_an_instance_is_explained() -> None:
+    with pytest.raises(MiddlewareConfigError, match=r"pass an instance: TraceRecorder\(\.\.\.\)"):
+        create_agent(ScriptedChatModel([]), middleware=[TraceRecorder])  # type: ignore[list-item]
+    with pytest.raises(MiddlewareConfigError, match="decorator was listed itself"):
+        create_agent(ScriptedChatModel([]), middleware=[before_model])  # type: ignore[list-item]
+    with pytest.raises(MiddlewareConfigError, match=r"middleware=\[\.\.\.\]"):
+        create_agent(ScriptedChatModel([]), middleware=TraceRecorder("A"))  # type: ignore[arg-type]
+
+
+def test_middleware_tools_must_be_base_tools() -> None:
+    class Bad(AgentMiddleware):
+        tools = (lambda x: x,)  # type: ignore[assignment]
+
+    with pytest.raises(MiddlewareConfigError, match="not a BaseTool"):
+        create_agent(ScriptedChatModel([]), middleware=[Bad()])
+
+
+def test_model_must_be_a_chat_model_instance() -> None:
+    with pytest.raises(TypeError, match="chat model instance"):
+        create_agent("openai:gpt-4o")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="system_prompt"):
+        create_agent(ScriptedChatModel([]), system_prompt=3)  # type: ignore[arg-type]
+
+
+def test_run_model_chain_without_a_graph_nests_first_outermost() -> None:
+    trace: list[str] = []
+    response = run_model_chain(
+        [TraceRecorder("A", trace), TraceRecorder("B", trace)], make_request(), lambda r: AIMessage("hi")
+    )
+    assert response == ModelResponse(result=[AIMessage("hi")])
+    assert trace == [
+        "A.modify_model_request", "B.modify_model_request",
+        "A.wrap_model_call>", "B.wrap_model_call>", "B.wrap_model_call<", "A.wrap_model_call<",
+    ]
+
+
+async def test_arun_model_chain_bridges_sync_wrappers_and_calls_the_model() -> None:
+    @wrap_model_call
+    def upper(request: Any, handler: Any) -> Any:
+        response = handler(request)
+        return AIMessage(response.result[0].content.upper())
+
+    @modify_model_request
+    async def prompt(request: Any, state: Any) -> Any:
+        return request.override(system_prompt="sys")
+
+    model = ScriptedChatModel(["quiet"])
+    response = await arun_model_chain([prompt, upper], make_request(model=model))
+    assert response.result[0].content == "QUIET"
+    assert model.calls[0].messages[0].content == "sys"
+
+
+def test_extended_response_is_unwrapped_for_outer_layers() -> None:
+    seen: list[Any] = []
+
+    @wrap_model_call
+    def outer(request: Any, handler: Any) -> Any:
+        seen.append(handler(request))
+        return seen[-1]
+
+    @wrap_model_call
+    def inner(request: Any, handler: Any) -> Any:
+        return ExtendedModelResponse(model_response=handler(request))
+
+    run_model_chain([outer, inner], make_request(), lambda r: AIMessage("x"))
+    assert type(seen[0]) is ModelResponse
+
+
+def test_run_tool_chain_orders_before_wrap_after() -> None:
+    trace: list[str] = []
+    request = ToolCallRequest(tool_call("add", {"a": 1, "b": 2}), add, {"messages": []})
+    result = run_tool_chain([TraceRecorder("A", trace), TraceRecorder("B", trace)], request)
+    assert isinstance(result, ToolMessage) and result.content == "3"
+    assert trace == [
+        "A.before_tool", "B.before_tool",
+        "A.wrap_tool_call>", "B.wrap_tool_call>", "B.wrap_tool_call<", "A.wrap_tool_call<",
+        "B.after_tool", "A.after_tool",
+    ]
+
+
+async def test_arun_tool_chain() -> None:
+    @wrap_tool_call
+    def short(request: Any, handler: Any) -> ToolMessage:
+        return ToolMessage("cached", tool_call_id=request.tool_call["id"])
+
+    request = ToolCallRequest(tool_call("add", {"a": 1, "b": 2}), add, {"messages": []})
+    result = await arun_tool_chain(short, request)
+    assert isinstance(result, ToolMessage) and result.content == "cached"
+
+
+def test_swallowed_interrupt_is_re_raised_by_the_chain() -> None:
+    interrupt = GraphInterrupt((Interrupt(value="stop"),))
+
+    @wrap_model_call
+    def careless(request: Any, handler: Any) -> Any:
+        try:
+            return handler(request)
+        except Exception:
+            raise RuntimeError("converted") from None
+
+    @wrap_model_call
+    def interrupting(request: Any, handler: Any) -> Any:
+        raise interrupt
+
+    with pytest.raises(GraphInterrupt) as err:
+        run_model_chain([careless, interrupting], make_request(), lambda r: AIMessage("x"))
+    assert err.value is interrupt
+
+
+def test_chain_is_reentrant_across_calls() -> None:
+    calls: list[int] = []
+
+    def twice(request: Any, handler: Any) -> Any:
+        handler(request)
+        return handler(request)
+
+    counter = iter(range(100))
+    layers = [wrap_model_call(name="outer")(twice), wrap_model_call(name="inner")(twice)]
+    run_model_chain(layers, make_request(), lambda r: (calls.append(next(counter)), AIMessage("x"))[1])
+    assert calls == [0, 1, 2, 3]

@@ -1,0 +1,50 @@
+"""The public surface is explicit: sorted ``__all__``, pinned here, and no dependency on ``langchain``."""
+
+from __future__ import annotations
+
+import pathlib
+import re
+
+import middleware_kit
+import middleware_kit.testing
+
+PUBLIC = [
+    "AgentMiddleware", "AgentState", "ContextT", "ExtendedModelResponse", "HookReturnError", "InputAgentState",
+    "InvalidJumpError", "JumpTo", "MiddlewareConfigError", "MiddlewareError", "MiddlewarePlan", "ModelCallResult",
+    "ModelRequest", "ModelResponse", "OmitFromInput", "OmitFromOutput", "OmitFromSchema", "OutputAgentState",
+    "PlannedHook", "PrivateStateAttr", "ResponseT", "Runtime", "StateSchemaConflictError", "ToolCallRequest",
+    "UnknownStateKeyError", "UnknownToolError", "__version__", "after_agent", "after_model", "after_tool",
+    "before_agent", "before_model", "before_tool", "create_agent", "dynamic_prompt", "hook_config",
+    "modify_model_request", "wrap_model_call", "wrap_tool_call",
+]
+
+
+def test_all_is_sorted_and_pinned() -> None:
+    assert middleware_kit.__all__ == sorted(middleware_kit.__all__)
+    assert middleware_kit.__all__ == PUBLIC
+    for name in middleware_kit.__all__:
+        assert hasattr(middleware_kit, name), name
+
+
+def test_testing_kit_surface() -> None:
+    assert middleware_kit.testing.__all__ == sorted(middleware_kit.testing.__all__)
+    for name in middleware_kit.testing.__all__:
+        assert hasattr(middleware_kit.testing, name)
+
+
+def test_every_error_names_middleware_and_hook() -> None:
+    for name in middleware_kit.__all__:
+        obj = getattr(middleware_kit, name)
+        if isinstance(obj, type) and issubclass(obj, Exception):
+            assert issubclass(obj, middleware_kit.MiddlewareError), name
+
+
+def test_never_imports_langchain() -> None:
+    root = pathlib.Path(middleware_kit.__file__).parent
+    pattern = re.compile(r"^\s*(import langchain\b|from langchain(\.| ))", re.M)
+    offenders = [str(p) for p in root.rglob("*.py") if pattern.search(p.read_text())]
+    assert offenders == []
+
+
+def test_py_typed_is_shipped() -> None:
+    assert (pathlib.Path(middleware_kit.__file__).parent / "py.typed").exists()
