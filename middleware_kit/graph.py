@@ -113,18 +113,18 @@ def build_graph(
         graph.nodes.append(TOOLS_NODE)
     graph.nodes.extend(names["after_agent"])
 
-    def route_model_output(messages: Sequence[Any]) -> Any:
-        """After the model (and after_model hooks): run pending tool calls, loop, or end."""
+    def route_model_output(messages: Sequence[Any]) -> tuple[Any, list[ToolMessage]]:
+        """After the model (and after_model hooks): run pending tool calls, loop, or end (closing open calls)."""
         i = last_ai_index(messages)
         if i < 0 or not messages[i].tool_calls:
-            return end_entry
+            return end_entry, []
         pending = pending_tool_calls(messages)
         if pending and has_tool_node:
-            return [Send(TOOLS_NODE, [call]) for call in pending]
+            return [Send(TOOLS_NODE, [call]) for call in pending], []
         if pending:
-            # The model called tools the agent cannot run and nothing will answer them: end, closing them.
-            return end_entry
-        return loop_entry  # every call was answered by a middleware: let the model see the answers
+            # The model called tools although the agent has none to run: end, closing the calls.
+            return end_entry, closing_messages(pending, "this agent has no tools to run.")
+        return loop_entry, []  # every call was answered by a middleware: let the model see the answers
 
     def resolve_jump(jump: str, view: Any) -> tuple[Any, list[ToolMessage]]:
         if jump == "model":
@@ -152,12 +152,14 @@ def build_graph(
         def finish(writes: list[dict[str, Any]], jump: str | None, view: Any) -> Any:
             if not command_mode:
                 return output(writes)
-            if jump is None:
-                goto = default if default is not None else route_model_output(view["messages"])
+            if jump is None and default is not None:
+                goto, closing = default, []
+            elif jump is None:
+                goto, closing = route_model_output(view["messages"])
             else:
                 goto, closing = resolve_jump(jump, view)
-                if closing:
-                    writes = [*writes, {"messages": closing}]
+            if closing:
+                writes = [*writes, {"messages": closing}]
             return with_goto(output(writes), goto)
 
         def run_node(state: Any, runtime: Runtime[Any]) -> Any:
@@ -289,7 +291,11 @@ def build_graph(
                         tail.extend(value if isinstance(value, list) else [value])
         if after_model_entry is not None:
             return out
-        return with_goto(out, route_model_output(tail))
+        goto, closing = route_model_output(tail)
+        if closing:
+            out = [*out, Command(update={"messages": closing})] if isinstance(out, list) else [
+                Command(update=out), Command(update={"messages": closing})]
+        return with_goto(out, goto)
 
     def model_node(state: Any, runtime: Runtime[Any]) -> Any:
         request, repaired = prepare(state, runtime)

@@ -295,3 +295,10 @@ def test_middleware_tools_are_offered_and_executed(run: Runner) -> None:
     result = run(create_agent(model, middleware=[WithTool()]), {"messages": [HumanMessage("q")]})
     assert model.calls[0].tools == ("echo",)
     assert result["messages"][2].content == "mw"
+
+
+def test_tool_calls_of_an_agent_without_tools_are_closed_at_the_end(run: Runner) -> None:
+    model = ScriptedChatModel([AIMessage("", tool_calls=[tool_call("ghost", {}, id="g1")])])
+    result = run(create_agent(model), {"messages": [HumanMessage("q")]})
+    assert kinds(result["messages"]) == ["HumanMessage", "AIMessage", "ToolMessage"]
+    assert result["messages"][-1].status == "error" and result["messages"][-1].tool_call_id == "g1"
