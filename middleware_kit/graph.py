@@ -152,8 +152,9 @@ def build_graph(
         def finish(writes: list[dict[str, Any]], jump: str | None, view: Any) -> Any:
             if not command_mode:
                 return output(writes)
+            closing: list[ToolMessage] = []
             if jump is None and default is not None:
-                goto, closing = default, []
+                goto: Any = default
             elif jump is None:
                 goto, closing = route_model_output(view["messages"])
             else:

@@ -11,7 +11,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Annotated, Any, Generic, Literal, NotRequired, Required, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Generic, Literal, NotRequired, Required, TypeAlias
 
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, SystemMessage, ToolCall
 from langchain_core.tools import BaseTool
@@ -21,7 +21,7 @@ from langgraph.prebuilt.tool_node import ToolRuntime
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 from langgraph.typing import ContextT
-from typing_extensions import TypedDict, Unpack
+from typing_extensions import TypedDict, TypeVar, Unpack
 
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
@@ -48,7 +48,7 @@ __all__ = [
 JumpTo: TypeAlias = Literal["model", "tools", "end"]
 """Where a node hook may send the run next: the model (the top of the loop), the tools, or the end."""
 
-ResponseT = TypeVar("ResponseT")
+ResponseT = TypeVar("ResponseT", default=Any)
 """The type of the structured response of an agent (``AgentState[ResponseT]``)."""
 
 
