@@ -140,7 +140,12 @@ def create_agent(
         name=name,
     )
     plan: MiddlewarePlan = build_plan(
-        name or "LangGraph", pipeline, graph.node_of, graph.nodes, lambda: compiled.get_graph().draw_mermaid()
+        name or "LangGraph",
+        pipeline,
+        graph.node_of,
+        graph.nodes,
+        lambda: compiled.get_graph().draw_mermaid(),
+        has_tool_node="tools" in graph.nodes,
     )
     compiled.middleware_plan = plan  # type: ignore[attr-defined]
     return compiled

@@ -5,7 +5,8 @@
 - An async hook under ``invoke`` is driven to completion on an event loop owned by the calling thread (or, when the
   calling thread already runs a loop, on a helper thread).
 - A sync *wrapper* under ``ainvoke`` receives a sync ``handler`` that runs the async inner chain back on the caller's
-  loop, so async resources stay on the loop they belong to.
+  loop, so async resources stay on the loop they belong to (see ``chain._sync_run``: consecutive sync wrappers
+  share one thread hop).
 
 Bridged sync hooks run on an *elastic* pool, not the loop's default executor: a sync wrapper blocks its thread while
 the inner chain runs, and the inner chain may itself need executor threads (a sync-only chat model under
@@ -20,11 +21,11 @@ import contextvars
 import functools
 import queue
 import threading
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Callable, Coroutine
 from concurrent.futures import Future
 from typing import Any, ParamSpec, TypeVar
 
-__all__ = ["ElasticPool", "run_coroutine_sync", "run_sync_in_thread", "sync_handler_for"]
+__all__ = ["ElasticPool", "run_coroutine_sync", "run_sync_in_thread"]
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -108,17 +109,3 @@ async def run_sync_in_thread(func: Callable[P, T], /, *args: P.args, **kwargs: P
     """Run a sync callable off the event loop, in a copy of the current context."""
     ctx = contextvars.copy_context()
     return await asyncio.wrap_future(_pool.submit(functools.partial(ctx.run, func, *args, **kwargs)))
-
-
-def sync_handler_for(
-    ahandler: Callable[[Any], Awaitable[T]], loop: asyncio.AbstractEventLoop
-) -> Callable[[Any], T]:
-    """A sync handler (for a sync wrapper running in a worker thread) that runs ``ahandler`` on ``loop``."""
-
-    def handler(request: Any) -> T:
-        async def call() -> T:
-            return await ahandler(request)
-
-        return asyncio.run_coroutine_threadsafe(call(), loop).result()
-
-    return handler

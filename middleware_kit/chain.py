@@ -26,7 +26,7 @@ from langchain_core.messages import AIMessage, ToolMessage
 from langgraph.errors import GraphBubbleUp
 from langgraph.types import Command
 
-from middleware_kit.bridge import run_coroutine_sync, run_sync_in_thread, sync_handler_for
+from middleware_kit.bridge import run_coroutine_sync, run_sync_in_thread
 from middleware_kit.errors import HookReturnError
 from middleware_kit.types import ExtendedModelResponse, ModelRequest, ModelResponse, ToolCallRequest
 
@@ -79,17 +79,64 @@ class Layer(Generic[Req, Res]):
     """``sync``, ``async`` or ``sync+async``: which twins the middleware defines (the plan shows it)."""
     build_sync: Callable[[SyncHandler, int], SyncHandler]
     build_async: Callable[[AsyncHandler, int], AsyncHandler]
+    """Only called for layers that define an async twin; runs of sync-only layers share one thread hop."""
 
 
 def compose(
     layers: Sequence[Layer[Any, Any]], base_sync: SyncHandler, base_async: AsyncHandler
 ) -> tuple[SyncHandler, AsyncHandler]:
-    """Nest ``layers`` (first = outermost) around the base handlers, once. Returns the sync and async entry."""
-    sync_h, async_h = base_sync, base_async
+    """Nest ``layers`` (first = outermost) around the base handlers, once. Returns the sync and async entry.
+
+    In the async chain, a run of consecutive sync-only layers is composed as one sync sub-chain that runs in a
+    single worker-thread hop (its innermost handler goes back to the event loop for the rest of the chain), instead
+    of two hops per layer.
+    """
+    sync_h = base_sync
     for depth in range(len(layers) - 1, -1, -1):
         sync_h = layers[depth].build_sync(sync_h, depth)
-        async_h = layers[depth].build_async(async_h, depth)
+    async_h = base_async
+    depth = len(layers) - 1
+    while depth >= 0:
+        if layers[depth].mode != "sync":
+            async_h = layers[depth].build_async(async_h, depth)
+            depth -= 1
+            continue
+        first = depth
+        while first > 0 and layers[first - 1].mode == "sync":
+            first -= 1
+        async_h = _sync_run(layers, first, depth, async_h)
+        depth = first - 1
     return sync_h, async_h
+
+
+_LOOP: ContextVar[asyncio.AbstractEventLoop | None] = ContextVar("middleware_kit_loop", default=None)
+
+
+def _sync_run(layers: Sequence[Layer[Any, Any]], first: int, last: int, inner: AsyncHandler) -> AsyncHandler:
+    """Layers ``first..last`` (all sync-only) as one async handler: one thread hop for the whole run."""
+
+    def back_to_loop(request: Any) -> Any:
+        loop = _LOOP.get()
+        assert loop is not None
+        return asyncio.run_coroutine_threadsafe(_awaited(inner, request), loop).result()
+
+    sub: SyncHandler = back_to_loop
+    for depth in range(last, first - 1, -1):
+        sub = layers[depth].build_sync(sub, depth)
+    chain = sub
+
+    async def hop(request: Any) -> Any:
+        token = _LOOP.set(asyncio.get_running_loop())
+        try:
+            return await run_sync_in_thread(chain, request)
+        finally:
+            _LOOP.reset(token)
+
+    return hop
+
+
+async def _awaited(handler: AsyncHandler, request: Any) -> Any:
+    return await handler(request)
 
 
 def call_sync(chain: SyncHandler, request: Any) -> tuple[Any, CallState]:
@@ -209,19 +256,7 @@ def wrap_model_layer(
                 return _model_response(result, owner, depth)
 
             return alayer
-        assert sync_fn is not None
-        fn = sync_fn
-
-        async def abridged(request: ModelRequest[Any]) -> ModelResponse[Any]:
-            handler = sync_handler_for(nxt, asyncio.get_running_loop())
-            try:
-                result = await run_sync_in_thread(fn, request, handler)
-            except GraphBubbleUp as exc:
-                _note_bubble(exc)
-                raise
-            return _model_response(result, owner, depth)
-
-        return abridged
+        raise _sync_only(owner)
 
     return Layer(owner, "wrap_model_call", _mode(sync_fn, async_fn), build_sync, build_async)
 
@@ -260,13 +295,7 @@ def model_request_layer(
                 return await nxt(checked(await afn(request, request.state)))
 
             return alayer
-        assert sync_fn is not None
-        fn = sync_fn
-
-        async def abridged(request: ModelRequest[Any]) -> Any:
-            return await nxt(checked(await run_sync_in_thread(fn, request, request.state)))
-
-        return abridged
+        raise _sync_only(owner)
 
     return Layer(owner, "modify_model_request", _mode(sync_fn, async_fn), build_sync, build_async)
 
@@ -326,19 +355,7 @@ def wrap_tool_layer(
                 return _tool_result(result, owner, "wrap_tool_call")
 
             return alayer
-        assert sync_fn is not None
-        fn = sync_fn
-
-        async def abridged(request: ToolCallRequest) -> Any:
-            handler = sync_handler_for(nxt, asyncio.get_running_loop())
-            try:
-                result = await run_sync_in_thread(fn, request, handler)
-            except GraphBubbleUp as exc:
-                _note_bubble(exc)
-                raise
-            return _tool_result(result, owner, "wrap_tool_call")
-
-        return abridged
+        raise _sync_only(owner)
 
     return Layer(owner, "wrap_tool_call", _mode(sync_fn, async_fn), build_sync, build_async)
 
@@ -424,6 +441,11 @@ def tool_hooks_layer(
     hooks = "+".join(h for h, fns in (("before_tool", before), ("after_tool", after)) if any(fns))
     modes = {_mode(*fns) for fns in (before, after) if any(fns)}
     return Layer(owner, hooks, "/".join(sorted(modes)), build_sync, build_async)
+
+
+def _sync_only(owner: str) -> RuntimeError:
+    # compose() runs sync-only layers through _sync_run; reaching here is a bug in middleware_kit itself.
+    return RuntimeError(f"middleware_kit internal error: async build requested for sync-only layer {owner}")
 
 
 def _mode(sync_fn: object, async_fn: object) -> str:

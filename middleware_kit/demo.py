@@ -65,7 +65,6 @@ def greet(state: Any, runtime: Runtime[DemoContext]) -> None:
 
 @dynamic_prompt
 def persona(request: ModelRequest[DemoContext]) -> str:
-    assert request.runtime is not None
     emit("persona.wrap_model_call", "system prompt from context")
     return f"You are a weather assistant for {request.runtime.context.user}. Use {request.runtime.context.units}."
 

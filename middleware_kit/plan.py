@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from middleware_kit.pipeline import Pipeline
 
@@ -48,7 +47,8 @@ class MiddlewarePlan:
     model_chain: tuple[str, ...]
     """Layers of the model call, outermost first (``A.wrap_model_call``)."""
     tool_chain: tuple[str, ...]
-    """Layers of each tool call, outermost first."""
+    """Layers of each tool call, outermost first (a middleware's ``before_tool``/``after_tool`` pair is one layer,
+    outside every ``wrap_tool_call``: ``"A.before_tool+after_tool"``)."""
     draw: Callable[[], str] = field(repr=False, compare=False, default=lambda: "")
 
     def mermaid(self) -> str:
@@ -84,7 +84,7 @@ class MiddlewarePlan:
             *(fmt.format(*r).rstrip() for r in rows),
             "",
             "model call: " + _onion(self.model_chain, "model"),
-            "tool call:  " + _onion(self.tool_chain, "tool"),
+            "tool call:  " + (_onion(self.tool_chain, "tool") if "tools" in self.nodes else "(no tools: no tool node)"),
             "graph:      " + " -> ".join(self.nodes),
         ]
         if any(h.own_node for h in self.hooks):
@@ -108,6 +108,8 @@ def build_plan(
     node_of: dict[tuple[str, str], str],
     nodes: list[str],
     draw: Callable[[], str],
+    *,
+    has_tool_node: bool,
 ) -> MiddlewarePlan:
     hooks: list[PlannedHook] = []
 
@@ -128,18 +130,24 @@ def build_plan(
                     )
                 )
 
-    def chain_hooks(layers: Any, where: str) -> None:
-        for layer in layers:
-            for mode in layer.mode.split("/"):
-                invoke, ainvoke = _bridging(mode)
-                hooks.append(PlannedHook(layer.hook, layer.owner, mode, invoke, ainvoke, where))
-                break
+    def chain_hooks(hook: str, order: str, where: str) -> None:
+        per_mw = zip(pipeline.middleware, pipeline.hooks, strict=True)
+        found = [impls[hook] for _mw, impls in per_mw if hook in impls]
+        if order == "reverse":
+            found.reverse()
+        for impl in found:
+            invoke, ainvoke = _bridging(impl.mode)
+            hooks.append(PlannedHook(hook, impl.owner, impl.mode, invoke, ainvoke, where))
 
     node_hooks("before_agent")
     node_hooks("before_model")
-    chain_hooks(pipeline.model_layers, "model chain")
+    chain_hooks("modify_model_request", "forward", "model chain")
+    chain_hooks("wrap_model_call", "forward", "model chain")
     node_hooks("after_model")
-    chain_hooks(pipeline.tool_layers, "tool chain")
+    if has_tool_node:
+        chain_hooks("before_tool", "forward", "tool chain")
+        chain_hooks("wrap_tool_call", "forward", "tool chain")
+        chain_hooks("after_tool", "reverse", "tool chain")
     node_hooks("after_agent")
     return MiddlewarePlan(
         name=name,

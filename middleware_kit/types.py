@@ -158,8 +158,9 @@ class ModelRequest(_Frozen, Generic[ContextT]):
     """Extra keyword arguments bound on the model for this call (read-only)."""
     state: Any
     """The agent state when the call was prepared (read-only view; return state updates from node hooks)."""
-    runtime: Runtime[ContextT] | None
-    """LangGraph's runtime of the run: ``runtime.context``, ``runtime.store``, ``runtime.stream_writer``."""
+    runtime: Runtime[ContextT]
+    """LangGraph's runtime of the run: ``runtime.context``, ``runtime.store``, ``runtime.stream_writer``.
+    Always set inside an agent (None only on a request built by hand without one)."""
 
     def __init__(
         self,

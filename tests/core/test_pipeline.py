@@ -178,3 +178,30 @@ def test_chain_is_reentrant_across_calls() -> None:
     layers = [wrap_model_call(name="outer")(twice), wrap_model_call(name="inner")(twice)]
     run_model_chain(layers, make_request(), lambda r: (calls.append(next(counter)), AIMessage("x"))[1])
     assert calls == [0, 1, 2, 3]
+
+
+async def test_consecutive_sync_wrappers_share_one_thread_hop_under_async() -> None:
+    import threading
+
+    threads: dict[str, int] = {}
+
+    def make(name: str) -> Any:
+        @wrap_model_call(name=name)
+        def layer(request: Any, handler: Any) -> Any:
+            threads[name] = threading.get_ident()
+            return handler(request)
+
+        return layer
+
+    @wrap_model_call
+    async def middle(request: Any, handler: Any) -> Any:
+        threads["middle"] = threading.get_ident()
+        return await handler(request)
+
+    main = threading.get_ident()
+    layers = [make("s1"), make("s2"), middle, make("s3")]
+    response = await arun_model_chain(layers, make_request(), lambda r: AIMessage("x"))
+    assert response.result[0].content == "x"
+    assert threads["s1"] == threads["s2"] != main  # one hop for the run of two sync layers
+    assert threads["middle"] == main  # async layers stay on the loop
+    assert threads["s3"] != main

@@ -138,3 +138,29 @@ def test_plan_lists_hooks_in_trace_order() -> None:
     assert "A.wrap_model_call( B.wrap_model_call( C.wrap_model_call( model ) ) )" in text
     assert plan.nodes == ("before_agent", "before_model", "model", "after_model", "tools", "after_agent")
     assert "before_model --> model" in plan.mermaid()
+
+
+def test_plan_lists_before_and_after_tool_separately_with_their_own_modes() -> None:
+    class Mixed(AgentMiddleware):
+        def before_tool(self, request: Any) -> None:
+            return None
+
+        async def aafter_tool(self, request: Any, result: Any) -> None:
+            return None
+
+    agent = create_agent(tool_then_answer(), [add], middleware=[Mixed(), TraceRecorder("T", [])])
+    plan = agent.middleware_plan
+    assert plan.phase("before_tool") == ("Mixed", "T")
+    assert plan.phase("after_tool") == ("T", "Mixed")
+    modes = {(h.phase, h.middleware): (h.defined, h.under_invoke, h.under_ainvoke) for h in plan.hooks}
+    assert modes[("before_tool", "Mixed")] == ("sync", "direct", "thread")
+    assert modes[("after_tool", "Mixed")] == ("async", "loop", "direct")
+    order = [h.phase for h in plan.hooks]
+    assert order.index("wrap_tool_call") < order.index("after_tool") < order.index("after_agent")
+
+
+def test_plan_of_an_agent_without_tools_has_no_tool_chain() -> None:
+    plan = create_agent(tool_then_answer(), middleware=[TraceRecorder("T", [])]).middleware_plan
+    assert "tools" not in plan.nodes
+    assert "no tool node" in str(plan)
+    assert plan.phase("wrap_tool_call") == ()
