@@ -160,7 +160,13 @@ def test_plan_lists_before_and_after_tool_separately_with_their_own_modes() -> N
 
 
 def test_plan_of_an_agent_without_tools_has_no_tool_chain() -> None:
-    plan = create_agent(tool_then_answer(), middleware=[TraceRecorder("T", [])]).middleware_plan
+    class OnlyModel(AgentMiddleware):
+        def before_model(self, state: Any, runtime: Any) -> None:
+            return None
+
+    plan = create_agent(tool_then_answer(), middleware=[OnlyModel()]).middleware_plan
     assert "tools" not in plan.nodes
     assert "no tool node" in str(plan)
     assert plan.phase("wrap_tool_call") == ()
+    # A middleware with wrap_tool_call gets a tool node even without tools (it may run dynamic tools).
+    assert "tools" in create_agent(tool_then_answer(), middleware=[TraceRecorder("T", [])]).middleware_plan.nodes
