@@ -20,6 +20,7 @@ from middleware_kit.decorators import (
     wrap_tool_call,
 )
 from middleware_kit.errors import (
+    ConflictingUpdateError,
     HookReturnError,
     InvalidJumpError,
     MiddlewareConfigError,
@@ -53,6 +54,7 @@ __version__ = "0.1.0"
 __all__ = [
     "AgentMiddleware",
     "AgentState",
+    "ConflictingUpdateError",
     "ContextT",
     "ExtendedModelResponse",
     "HookReturnError",

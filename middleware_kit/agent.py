@@ -131,6 +131,16 @@ def create_agent(
         response_format=response_format,
         context_schema=context_schema,
     )
+    for option, nodes in (("interrupt_before", interrupt_before), ("interrupt_after", interrupt_after)):
+        unknown = [n for n in nodes or () if n != "*" and n not in graph.nodes]
+        if unknown:
+            raise MiddlewareConfigError(
+                f"create_agent({option}={unknown!r}): no such node. The nodes are: {', '.join(graph.nodes)}. "
+                f"before_model and after_model hooks run inside the 'model' node (unless they may interrupt): "
+                f"use {option}=['model'] to pause around a model call, ['tools'] around tool calls.",
+                middleware="create_agent",
+                hook=option,
+            )
     compiled = graph.builder.compile(
         checkpointer=checkpointer,
         store=store,

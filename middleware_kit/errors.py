@@ -9,7 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from langgraph.errors import InvalidUpdateError
+
 __all__ = [
+    "ConflictingUpdateError",
     "HookReturnError",
     "InvalidJumpError",
     "MiddlewareConfigError",
@@ -108,6 +111,10 @@ class UnknownStateKeyError(MiddlewareError, KeyError):
 
 class StateSchemaConflictError(MiddlewareConfigError):
     """Two state schemas declare the same field with different types or reducers."""
+
+
+class ConflictingUpdateError(MiddlewareError, InvalidUpdateError):
+    """One model call wrote a state key without a reducer twice (LangGraph's ``InvalidUpdateError``)."""
 
 
 class UnknownToolError(MiddlewareError, ValueError):

@@ -1,13 +1,17 @@
 """LangGraph assembly: from a :class:`~middleware_kit.pipeline.Pipeline` to a ``StateGraph``.
 
-Shape (``middleware=[A, B, C]``, every phase present)::
+Shape (``middleware=[A, B, C]``, every hook present, none interrupting)::
 
-    START -> before_agent -> before_model -> model -> after_model -> tools -> before_model ... -> after_agent -> END
+    START -> before_agent -> model -> tools -> model ... -> after_agent -> END
+                             (A.before_model, B.before_model, C.before_model, the model call through the
+                              wrap chain, C.after_model, B.after_model, A.after_model)
 
-Each phase is one fused node (a may-interrupt hook splits it, keeping a node of its own). Nodes whose hooks may
-jump, and the node that decides between tools and the end, route with ``Command(goto=...)``; the others have static
-edges. Tool calls are dispatched with one ``Send`` per pending call, so parallel calls are separate tasks: an
-interrupt in one does not re-run the others on resume.
+The ``before_model`` hooks, the model call and the ``after_model`` hooks share the ``model`` node, so a model call is
+one graph step whatever the number of middlewares, as in a hand-built graph. A hook declared ``may_interrupt`` gets
+a node of its own (``"{name}.{hook}"``), splitting its phase, so resuming it never re-runs the model or its
+neighbours. Nodes whose hooks may jump, and the node that decides between tools, model and the end, route with
+``Command(goto=...)``; the others have static edges. Tool calls are dispatched with one ``Send`` per pending call,
+so parallel calls are separate tasks: an interrupt in one does not re-run the others on resume.
 """
 
 from __future__ import annotations
@@ -30,10 +34,9 @@ from langgraph.runtime import Runtime
 from langgraph.types import Command, Send
 
 from middleware_kit.chain import _note_bubble, call_async, call_sync, compose
-from middleware_kit.errors import UnknownToolError
-from middleware_kit.hooks import NODE_PHASES
+from middleware_kit.errors import ConflictingUpdateError, UnknownStateKeyError, UnknownToolError
 from middleware_kit.pairing import closing_messages, last_ai_index, pending_tool_calls, repair_dangling
-from middleware_kit.phases import PhaseRunner, StateSemantics, strip_private
+from middleware_kit.phases import Item, ModelStep, NodeResult, NodeRunner, NodeStep, StateSemantics
 from middleware_kit.pipeline import Pipeline
 from middleware_kit.schema import MergedSchema
 from middleware_kit.types import ModelRequest, ModelResponse, ToolCallRequest
@@ -57,12 +60,6 @@ class AgentGraph:
     """``(middleware name, phase) -> node name`` for every node hook."""
     nodes: list[str] = field(default_factory=list)
     """Node names in the order a run meets them."""
-
-
-def _group_name(phase: str, steps: Sequence[Any], multi_index: int) -> str:
-    if len(steps) == 1:
-        return f"{steps[0].owner}.{phase}"
-    return phase if multi_index == 1 else f"{phase}_{multi_index}"
 
 
 def build_graph(
@@ -91,115 +88,7 @@ def build_graph(
     has_tool_node = bool(executable) or pipeline.has_wrap_tool_call
     return_direct = frozenset(name for name, tool in executable.items() if tool.return_direct)
 
-    # -- node names, in run order ------------------------------------------------------------------------------
-    names: dict[str, list[str]] = {}
-    for phase in NODE_PHASES:
-        multi = 0
-        phase_names = []
-        for steps in pipeline.phases[phase]:
-            if len(steps) > 1:
-                multi += 1
-            node = _group_name(phase, steps, multi)
-            phase_names.append(node)
-            for step in steps:
-                graph.node_of[(step.owner, phase)] = node
-        names[phase] = phase_names
-
-    loop_entry = names["before_model"][0] if names["before_model"] else MODEL_NODE
-    end_entry = names["after_agent"][0] if names["after_agent"] else END
-    agent_entry = names["before_agent"][0] if names["before_agent"] else loop_entry
-    graph.nodes = [*names["before_agent"], *names["before_model"], MODEL_NODE, *names["after_model"]]
-    if has_tool_node:
-        graph.nodes.append(TOOLS_NODE)
-    graph.nodes.extend(names["after_agent"])
-
-    def route_model_output(messages: Sequence[Any]) -> tuple[Any, list[ToolMessage]]:
-        """After the model (and after_model hooks): run pending tool calls, loop, or end (closing open calls)."""
-        i = last_ai_index(messages)
-        if i < 0 or not messages[i].tool_calls:
-            return end_entry, []
-        pending = pending_tool_calls(messages)
-        if pending and has_tool_node:
-            return [Send(TOOLS_NODE, [call]) for call in pending], []
-        if pending:
-            # The model called tools although the agent has none to run: end, closing the calls.
-            return end_entry, closing_messages(pending, "this agent has no tools to run.")
-        return loop_entry, []  # every call was answered by a middleware: let the model see the answers
-
-    def resolve_jump(jump: str, view: Any) -> tuple[Any, list[ToolMessage]]:
-        if jump == "model":
-            return loop_entry, []
-        if jump == "tools":
-            pending = pending_tool_calls(view.get("messages", ()))
-            return ([Send(TOOLS_NODE, [c]) for c in pending] or loop_entry), []
-        closing = closing_messages(pending_tool_calls(view.get("messages", ())), "the run ended before it ran.")
-        return end_entry, closing
-
-    def with_goto(output: Any, goto: Any) -> Any:
-        if output is None:
-            return Command(goto=goto)
-        if isinstance(output, dict):
-            return Command(update=output, goto=goto)
-        return [*output, Command(goto=goto)]
-
-    # -- phase nodes -------------------------------------------------------------------------------------------
-    def add_phase_node(node: str, runner: PhaseRunner, default: str | None, routes: bool) -> None:
-        """``default``: the static next node; None when this node decides between tools and the end."""
-        jumps = frozenset(j for step in runner.steps for j in step.can_jump_to)
-        command_mode = bool(jumps) or default is None
-        output = semantics.output
-
-        def finish(writes: list[dict[str, Any]], jump: str | None, view: Any) -> Any:
-            if not command_mode:
-                return output(writes)
-            closing: list[ToolMessage] = []
-            if jump is None and default is not None:
-                goto: Any = default
-            elif jump is None:
-                goto, closing = route_model_output(view["messages"])
-            else:
-                goto, closing = resolve_jump(jump, view)
-            if closing:
-                writes = [*writes, {"messages": closing}]
-            return with_goto(output(writes), goto)
-
-        def run_node(state: Any, runtime: Runtime[Any]) -> Any:
-            return finish(*runner.run(state, runtime))
-
-        async def arun_node(state: Any, runtime: Runtime[Any]) -> Any:
-            return finish(*await runner.arun(state, runtime))
-
-        if command_mode:
-            dests: set[str] = set()
-            if default is not None:
-                dests.add(default)
-            if default is None or routes:
-                dests.update({loop_entry, end_entry})
-                if has_tool_node:
-                    dests.add(TOOLS_NODE)
-            if "end" in jumps:
-                dests.add(end_entry)
-            if "model" in jumps:
-                dests.add(loop_entry)
-            if "tools" in jumps:
-                dests.update({TOOLS_NODE, loop_entry})
-            builder.add_node(node, _runnable(run_node, arun_node, node), destinations=tuple(sorted(dests)))
-        else:
-            builder.add_node(node, _runnable(run_node, arun_node, node))
-            builder.add_edge(node, default or END)
-
-    def chain_nodes(phase: str, after: str | None) -> None:
-        phase_names = names[phase]
-        for k, steps in enumerate(pipeline.phases[phase]):
-            nxt = phase_names[k + 1] if k + 1 < len(phase_names) else after
-            add_phase_node(phase_names[k], PhaseRunner(steps, semantics), nxt, routes=nxt is None)
-
-    chain_nodes("before_agent", loop_entry)
-    chain_nodes("before_model", MODEL_NODE)
-    chain_nodes("after_model", None)
-    chain_nodes("after_agent", END)
-
-    # -- model node --------------------------------------------------------------------------------------------
+    # -- the model call: a step of the fused model node ------------------------------------------------------------
     default_tools: tuple[BaseTool | dict[str, Any], ...] = (*client_tools, *pipeline.tools, *provider_tools)
     bound_default = model.bind_tools(list(default_tools)) if default_tools else model
 
@@ -212,9 +101,7 @@ def build_graph(
         ):
             return bound_default
         if request.tools is not default_tools and not pipeline.has_wrap_tool_call:
-            unknown = [
-                t.name for t in request.tools if isinstance(t, BaseTool) and t.name not in executable
-            ]
+            unknown = [t.name for t in request.tools if isinstance(t, BaseTool) and t.name not in executable]
             if unknown:
                 raise UnknownToolError(
                     f"Middleware added tools the agent cannot execute. Unknown tools: {unknown}. Register them "
@@ -255,10 +142,9 @@ def build_graph(
         return ModelResponse(result=[message])
 
     model_chain, amodel_chain = compose(pipeline.model_layers, base_sync, base_async)
-    after_model_entry = names["after_model"][0] if names["after_model"] else None
+    layer_owners = tuple(layer.owner for layer in pipeline.model_layers)
 
-    def prepare(state: Any, runtime: Runtime[Any]) -> tuple[ModelRequest[Any], list[AnyMessage] | None]:
-        view = strip_private(state)
+    def prepare(view: Any, runtime: Runtime[Any]) -> tuple[ModelRequest[Any], list[AnyMessage] | None]:
         messages = view["messages"]
         repaired = repair_dangling(messages)
         request: ModelRequest[Any] = ModelRequest(
@@ -272,50 +158,184 @@ def build_graph(
         )
         return request, repaired
 
-    def model_output(response: ModelResponse[Any], commands: dict[int, Command[Any]], repaired: Any) -> Any:
+    def model_writes(
+        response: ModelResponse[Any], commands: dict[int, Command[Any]], repaired: list[AnyMessage] | None
+    ) -> tuple[list[dict[str, Any]], list[Any]]:
+        """The model's messages (after the repaired history, if any), then ExtendedModelResponse updates, inner
+        commands first; and the new messages, for routing."""
         new_messages = list(response.result)
-        update: dict[str, Any] = {
+        base: dict[str, Any] = {
             "messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), *repaired, *new_messages]
             if repaired is not None
             else new_messages
         }
         if response.structured_response is not None:
-            update["structured_response"] = response.structured_response
-        out: Any = update
-        tail: list[Any] = new_messages
-        if commands:
-            extra = [commands[d] for d in sorted(commands, reverse=True)]  # inner commands before outer ones
-            out = [Command(update=update), *extra]
-            for cmd in extra:
-                for key, value in cmd._update_as_tuples():
-                    if key == "messages":
-                        tail.extend(value if isinstance(value, list) else [value])
-        if after_model_entry is not None:
-            return out
-        goto, closing = route_model_output(tail)
-        if closing:
-            out = [*out, Command(update={"messages": closing})] if isinstance(out, list) else [
-                Command(update=out), Command(update={"messages": closing})]
-        return with_goto(out, goto)
+            base["structured_response"] = response.structured_response
+        writes = [base]
+        if not commands:
+            return writes, new_messages
+        tail = list(new_messages)
+        written = {key for key in base if semantics.is_last_value(key)}
+        for depth in sorted(commands, reverse=True):
+            owner = layer_owners[depth]
+            for key, value in commands[depth]._update_as_tuples():
+                if key not in semantics.keys:
+                    raise UnknownStateKeyError(owner, "wrap_model_call", [key], semantics.keys)
+                if semantics.is_last_value(key):
+                    if key in written:
+                        raise ConflictingUpdateError(
+                            f"{owner}.wrap_model_call: state key {key!r} is written twice by one model call (by "
+                            f"the response and an ExtendedModelResponse, or by two of them), and it has no reducer "
+                            f"to combine the values. Write it once, or give it a reducer in the state schema.",
+                            middleware=owner,
+                            hook="wrap_model_call",
+                        )
+                    written.add(key)
+                if key == "messages":
+                    tail.extend(value if isinstance(value, list) else [value])
+                writes.append({key: value})
+        return writes, tail
 
-    def model_node(state: Any, runtime: Runtime[Any]) -> Any:
-        request, repaired = prepare(state, runtime)
+    def call_model(view: Any, runtime: Runtime[Any]) -> tuple[list[dict[str, Any]], list[Any]]:
+        request, repaired = prepare(view, runtime)
         response, call = call_sync(model_chain, request)
-        return model_output(response, call.commands, repaired)
+        return model_writes(response, call.commands, repaired)
 
-    async def amodel_node(state: Any, runtime: Runtime[Any]) -> Any:
-        request, repaired = prepare(state, runtime)
+    async def acall_model(view: Any, runtime: Runtime[Any]) -> tuple[list[dict[str, Any]], list[Any]]:
+        request, repaired = prepare(view, runtime)
         response, call = await call_async(amodel_chain, request)
-        return model_output(response, call.commands, repaired)
+        return model_writes(response, call.commands, repaired)
 
-    if after_model_entry is not None:
-        builder.add_node(MODEL_NODE, _runnable(model_node, amodel_node, MODEL_NODE))
-        builder.add_edge(MODEL_NODE, after_model_entry)
-    else:
-        dests = {loop_entry, end_entry, *((TOOLS_NODE,) if has_tool_node else ())}
-        builder.add_node(
-            MODEL_NODE, _runnable(model_node, amodel_node, MODEL_NODE), destinations=tuple(sorted(dests))
-        )
+    model_step = ModelStep(call_model, acall_model)
+
+    # -- which items share a node, and the nodes' names, in run order ---------------------------------------------
+    def split(items: Sequence[Item]) -> list[tuple[Item, ...]]:
+        """Consecutive items share a node; a may-interrupt hook gets a node of its own."""
+        segments: list[list[Item]] = []
+        for item in items:
+            alone = isinstance(item, NodeStep) and item.may_interrupt
+            previous_alone = bool(segments) and isinstance(segments[-1][0], NodeStep) and segments[-1][0].may_interrupt
+            if alone or not segments or previous_alone:
+                segments.append([item])
+            else:
+                segments[-1].append(item)
+        return [tuple(seg) for seg in segments]
+
+    counts: dict[str, int] = {}
+
+    def name_of(segment: tuple[Item, ...]) -> str:
+        if any(isinstance(item, ModelStep) for item in segment):
+            return MODEL_NODE
+        first = segment[0]
+        assert isinstance(first, NodeStep)
+        if len(segment) == 1:
+            return f"{first.owner}.{first.hook}"
+        counts[first.hook] = counts.get(first.hook, 0) + 1
+        return first.hook if counts[first.hook] == 1 else f"{first.hook}_{counts[first.hook]}"
+
+    agent_segments = split(pipeline.phases["before_agent"])
+    loop_segments = split([*pipeline.phases["before_model"], model_step, *pipeline.phases["after_model"]])
+    end_segments = split(pipeline.phases["after_agent"])
+    agent_names = [name_of(seg) for seg in agent_segments]
+    loop_names = [name_of(seg) for seg in loop_segments]
+    end_names = [name_of(seg) for seg in end_segments]
+    for names, segments in ((agent_names, agent_segments), (loop_names, loop_segments), (end_names, end_segments)):
+        for node, segment in zip(names, segments, strict=True):
+            for item in segment:
+                if isinstance(item, NodeStep):
+                    graph.node_of[(item.owner, item.hook)] = node
+
+    loop_entry = loop_names[0]
+    end_entry = end_names[0] if end_names else END
+    agent_entry = agent_names[0] if agent_names else loop_entry
+    graph.nodes = [*agent_names, *loop_names, *((TOOLS_NODE,) if has_tool_node else ()), *end_names]
+
+    # -- routing ----------------------------------------------------------------------------------------------------
+    def route_model_output(messages: Sequence[Any]) -> tuple[Any, list[ToolMessage]]:
+        """After the model (and after_model hooks): run pending tool calls, loop, or end (closing open calls)."""
+        i = last_ai_index(messages)
+        if i < 0 or not messages[i].tool_calls:
+            return end_entry, []
+        pending = pending_tool_calls(messages)
+        if pending and has_tool_node:
+            return [Send(TOOLS_NODE, [call]) for call in pending], []
+        if pending:
+            # The model called tools although the agent has none to run: end, closing the calls.
+            return end_entry, closing_messages(pending, "this agent has no tools to run.")
+        return loop_entry, []  # every call was answered by a middleware: let the model see the answers
+
+    def resolve_jump(jump: str, view: Any) -> tuple[Any, list[ToolMessage]]:
+        if jump == "model":
+            return loop_entry, []
+        if jump == "tools":
+            pending = pending_tool_calls(view.get("messages", ()))
+            return ([Send(TOOLS_NODE, [c]) for c in pending] or loop_entry), []
+        closing = closing_messages(pending_tool_calls(view.get("messages", ())), "the run ended before it ran.")
+        return end_entry, closing
+
+    def with_goto(output: Any, goto: Any) -> Any:
+        if output is None:
+            return Command(goto=goto)
+        if isinstance(output, dict):
+            return Command(update=output, goto=goto)
+        return [*output, Command(goto=goto)]
+
+    # -- nodes --------------------------------------------------------------------------------------------------
+    def add_node(node: str, segment: tuple[Item, ...], default: str | None) -> None:
+        """``default``: the static next node; None for the node that decides between tools, model and end."""
+        runner = NodeRunner(segment, semantics)
+        jumps = frozenset(j for step in runner.steps for j in step.can_jump_to)
+        command_mode = bool(jumps) or default is None
+        output = semantics.output
+
+        def finish(result: NodeResult) -> Any:
+            if not command_mode:
+                return output(result.writes)
+            writes = result.writes
+            closing: list[ToolMessage] = []
+            goto: Any
+            if result.jump is None and default is not None:
+                goto = default
+            elif result.jump is None:
+                goto, closing = route_model_output(
+                    result.tail if result.tail is not None else result.view["messages"]
+                )
+            else:
+                goto, closing = resolve_jump(result.jump, result.view)
+            if closing:
+                writes = [*writes, {"messages": closing}]
+            return with_goto(output(writes), goto)
+
+        def run_node(state: Any, runtime: Runtime[Any]) -> Any:
+            return finish(runner.run(state, runtime))
+
+        async def arun_node(state: Any, runtime: Runtime[Any]) -> Any:
+            return finish(await runner.arun(state, runtime))
+
+        if not command_mode:
+            builder.add_node(node, _runnable(run_node, arun_node, node))
+            builder.add_edge(node, default or END)
+            return
+        dests: set[str] = set()
+        if default is not None:
+            dests.add(default)
+        else:
+            dests.update({loop_entry, end_entry, *((TOOLS_NODE,) if has_tool_node else ())})
+        if "end" in jumps:
+            dests.add(end_entry)
+        if "model" in jumps:
+            dests.add(loop_entry)
+        if "tools" in jumps:
+            dests.update({TOOLS_NODE, loop_entry})
+        builder.add_node(node, _runnable(run_node, arun_node, node), destinations=tuple(sorted(dests)))
+
+    for names, segments, after in (
+        (agent_names, agent_segments, loop_entry),
+        (loop_names, loop_segments, None),
+        (end_names, end_segments, END),
+    ):
+        for k, segment in enumerate(segments):
+            add_node(names[k], segment, names[k + 1] if k + 1 < len(names) else after)
 
     # -- tool node ---------------------------------------------------------------------------------------------
     if has_tool_node:

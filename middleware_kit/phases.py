@@ -1,14 +1,16 @@
-"""Node hooks of one phase, fused into one graph node.
+"""Fused nodes: node hooks (and the model call) that run inside one graph node.
 
-Consecutive node hooks of a phase (``before_agent``, ``before_model``, ``after_model``, ``after_agent``) run inside
-one LangGraph node, in order, so steps and checkpoints per model call do not grow with the number of middlewares.
-Inside the node each hook sees the updates of the hooks before it, applied through the schema's channels (reducers)
-exactly as LangGraph would apply them between separate nodes; the node then writes what separate nodes would have
-written. A hook that may interrupt keeps a node of its own, so resuming it never re-runs its neighbours.
+The ``before_model`` hooks, the model call and the ``after_model`` hooks run inside one LangGraph node (``model``);
+the ``before_agent`` hooks share one node, and so do the ``after_agent`` hooks. So the steps and checkpoints of a run
+are the same for 0, 1 or 20 middlewares. Inside a node each hook sees the updates of the hooks before it, applied
+through the schema's channels (reducers) exactly as LangGraph would apply them between separate nodes; the node then
+writes what separate nodes would have written. A hook that may interrupt keeps a node of its own, so resuming it
+never re-runs its neighbours (or the model).
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -16,13 +18,21 @@ from typing import Any
 from langgraph.channels.base import BaseChannel
 from langgraph.channels.ephemeral_value import EphemeralValue
 from langgraph.channels.last_value import LastValue, LastValueAfterFinish
+from langgraph.errors import GraphBubbleUp
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
 from middleware_kit.bridge import run_coroutine_sync, run_sync_in_thread
 from middleware_kit.errors import HookReturnError, InvalidJumpError, UnknownStateKeyError
 
-__all__ = ["NodeStep", "PhaseRunner", "StateSemantics"]
+__all__ = [
+    "InterruptInFusedNodeWarning",
+    "ModelStep",
+    "NodeResult",
+    "NodeRunner",
+    "NodeStep",
+    "StateSemantics",
+]
 
 
 
@@ -50,6 +60,10 @@ class StateSemantics:
         self._last_value = frozenset(
             k for k, ch in channels.items() if isinstance(ch, (LastValue, LastValueAfterFinish, EphemeralValue))
         )
+
+    def is_last_value(self, key: str) -> bool:
+        """True for keys without a reducer: two writes in one step would conflict."""
+        return key in self._last_value or key not in self._channels
 
     def check(self, step: NodeStep, update: object) -> tuple[dict[str, Any], str | None]:
         """Validate a hook's return value; split off ``jump_to``."""
@@ -122,65 +136,129 @@ def strip_private(state: Any) -> Any:
     return state
 
 
-class PhaseRunner:
-    """Runs the steps of one fused node; returns the writes, the jump (if any) and the final view of state."""
+@dataclass(frozen=True, slots=True)
+class ModelStep:
+    """The model call, run inside the fused ``model`` node between the before_model and after_model hooks.
 
-    def __init__(self, steps: Sequence[NodeStep], semantics: StateSemantics) -> None:
-        self.steps = tuple(steps)
+    ``run_sync``/``run_async`` take the current view of state and return the writes of the call (the model's
+    messages first, then any ``ExtendedModelResponse`` updates) and the new messages (for routing).
+    """
+
+    run_sync: Callable[[Any, Any], tuple[list[dict[str, Any]], list[Any]]]
+    run_async: Callable[[Any, Any], Awaitable[tuple[list[dict[str, Any]], list[Any]]]]
+
+
+Item = NodeStep | ModelStep
+
+
+@dataclass(slots=True)
+class NodeResult:
+    """What one run of a fused node produced."""
+
+    writes: list[dict[str, Any]]
+    jump: str | None
+    view: Any
+    """The state as the hooks of this node left it."""
+    tail: list[Any] | None
+    """When the model call was the node's last item: the messages it added (the view was not updated with them,
+    which would cost O(history) for nothing)."""
+
+
+class NodeRunner:
+    """Runs the items of one fused node in order: node hooks and, in the ``model`` node, the model call."""
+
+    def __init__(self, items: Sequence[Item], semantics: StateSemantics) -> None:
+        self.items = tuple(items)
+        self.steps = tuple(i for i in self.items if isinstance(i, NodeStep))
         self.semantics = semantics
-        # For the async mode: consecutive sync-only steps run together in one worker-thread hop.
-        segments: list[tuple[bool, tuple[NodeStep, ...]]] = []
-        for step in self.steps:
-            is_sync_batch = step.run_async is None
+        self._warn_on_interrupt = len(self.items) > 1
+        # For the async mode: consecutive sync-only hooks run together in one worker-thread hop.
+        segments: list[tuple[bool, tuple[Item, ...]]] = []
+        for item in self.items:
+            is_sync_batch = isinstance(item, NodeStep) and item.run_async is None
             if segments and is_sync_batch and segments[-1][0]:
-                segments[-1] = (True, (*segments[-1][1], step))
+                segments[-1] = (True, (*segments[-1][1], item))
             else:
-                segments.append((is_sync_batch, (step,)))
+                segments.append((is_sync_batch, (item,)))
         self._segments = tuple(segments)
 
-    def run(
-        self, state: Any, runtime: Runtime[Any] | None, steps: Sequence[NodeStep] | None = None
-    ) -> tuple[list[dict[str, Any]], str | None, Any]:
-        view = strip_private(state)
-        writes: list[dict[str, Any]] = []
-        semantics = self.semantics
-        for step in self.steps if steps is None else steps:
-            update = step.run_sync(view, runtime)
-            if update is None:
-                continue
-            update, jump = semantics.check(step, update)
-            if update:
-                writes.append(update)
-                view = semantics.apply(view, update)
-            if jump is not None:
-                return writes, jump, view
-        return writes, None, view
+    def _hook_interrupted(self, step: NodeStep) -> None:
+        if self._warn_on_interrupt and not step.may_interrupt:
+            warnings.warn(
+                f"{step.owner}.{step.hook} called interrupt() but does not declare may_interrupt=True, so it shares "
+                f"a graph node with other hooks (and perhaps the model call): on resume they all run again. "
+                f"Declare it with @hook_config(may_interrupt=True) or @{step.hook}(may_interrupt=True).",
+                InterruptInFusedNodeWarning,
+                stacklevel=2,
+            )
 
-    async def arun(
-        self, state: Any, runtime: Runtime[Any] | None
-    ) -> tuple[list[dict[str, Any]], str | None, Any]:
-        view = strip_private(state)
-        writes: list[dict[str, Any]] = []
-        semantics = self.semantics
-        for is_sync_batch, steps in self._segments:
+    def _after_hook(
+        self, step: NodeStep, update: Any, result: NodeResult
+    ) -> bool:
+        """Validate and apply one hook's return value; True when it jumped."""
+        update, jump = self.semantics.check(step, update)
+        if update:
+            result.writes.append(update)
+            result.view = self.semantics.apply(result.view, update)
+        result.jump = jump
+        return jump is not None
+
+    def _after_model(self, writes: list[dict[str, Any]], tail: list[Any], last: bool, result: NodeResult) -> None:
+        result.writes.extend(writes)
+        if last:
+            result.tail = tail
+            return
+        for update in writes:
+            result.view = self.semantics.apply(result.view, update)
+
+    def run(self, state: Any, runtime: Runtime[Any] | None, items: Sequence[Item] | None = None) -> NodeResult:
+        result = NodeResult([], None, strip_private(state), None)
+        todo = self.items if items is None else items
+        last = len(todo) - 1
+        for index, item in enumerate(todo):
+            result.tail = None
+            if type(item) is ModelStep:
+                self._after_model(*item.run_sync(result.view, runtime), index == last, result)
+                continue
+            assert isinstance(item, NodeStep)
+            try:
+                update = item.run_sync(result.view, runtime)
+            except GraphBubbleUp:
+                self._hook_interrupted(item)
+                raise
+            if update is not None and self._after_hook(item, update, result):
+                return result
+        return result
+
+    async def arun(self, state: Any, runtime: Runtime[Any] | None) -> NodeResult:
+        result = NodeResult([], None, strip_private(state), None)
+        last_segment = len(self._segments) - 1
+        for index, (is_sync_batch, items) in enumerate(self._segments):
+            result.tail = None
             if is_sync_batch:
-                batch_writes, jump, view = await run_sync_in_thread(self.run, view, runtime, steps)
-                writes.extend(batch_writes)
-                if jump is not None:
-                    return writes, jump, view
+                batch = await run_sync_in_thread(self.run, result.view, runtime, items)
+                result.writes.extend(batch.writes)
+                result.view, result.jump = batch.view, batch.jump
+                if batch.jump is not None:
+                    return result
                 continue
-            step = steps[0]
-            assert step.run_async is not None
-            update = await step.run_async(view, runtime)
-            if update is None:
+            item = items[0]
+            if type(item) is ModelStep:
+                self._after_model(*await item.run_async(result.view, runtime), index == last_segment, result)
                 continue
-            update, jump = semantics.check(step, update)
-            if update:
-                writes.append(update)
-                view = semantics.apply(view, update)
-            if jump is not None:
-                return writes, jump, view
-        return writes, None, view
+            assert isinstance(item, NodeStep) and item.run_async is not None
+            try:
+                update = await item.run_async(result.view, runtime)
+            except GraphBubbleUp:
+                self._hook_interrupted(item)
+                raise
+            if update is not None and self._after_hook(item, update, result):
+                return result
+        return result
+
+
+class InterruptInFusedNodeWarning(UserWarning):
+    """A hook called ``interrupt()`` without declaring ``may_interrupt``: its node's other work re-runs on resume."""
 
 
 def bridge_node_hook(

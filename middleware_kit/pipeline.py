@@ -93,8 +93,8 @@ class Pipeline:
     middleware: tuple[AgentMiddleware[Any, Any], ...]
     hooks: tuple[dict[str, HookImpl], ...]
     """Per middleware (list order), the hooks it defines."""
-    phases: dict[str, tuple[tuple[NodeStep, ...], ...]]
-    """Per node phase, its fused groups in execution order (a may-interrupt hook is a group of its own)."""
+    phases: dict[str, tuple[NodeStep, ...]]
+    """Per node phase, its hooks in run order (the graph module decides which share a node)."""
     model_layers: tuple[Layer[Any, Any], ...]
     """Outermost first: every ``modify_model_request``, then every ``wrap_model_call`` (incl. dynamic prompts)."""
     tool_layers: tuple[Layer[Any, Any], ...]
@@ -225,22 +225,18 @@ def build_pipeline(
         for impl in per_mw.values():
             _check_jumps(impl, has_tools or not validate_jumps)
 
-    phases: dict[str, tuple[tuple[NodeStep, ...], ...]] = {}
+    phases: dict[str, tuple[NodeStep, ...]] = {}
     for phase in NODE_PHASES:
         ordered = [h[phase] for h in hooks if phase in h]
         if HOOKS[phase].order == "reverse":
             ordered.reverse()
-        groups: list[list[NodeStep]] = []
+        steps = []
         for impl in ordered:
             run_sync, run_async = bridge_node_hook(impl.sync, impl.async_)
-            step = NodeStep(
-                impl.owner, phase, impl.mode, run_sync, run_async, impl.can_jump_to, impl.may_interrupt
+            steps.append(
+                NodeStep(impl.owner, phase, impl.mode, run_sync, run_async, impl.can_jump_to, impl.may_interrupt)
             )
-            if impl.may_interrupt or not groups or groups[-1][-1].may_interrupt:
-                groups.append([step])
-            else:
-                groups[-1].append(step)
-        phases[phase] = tuple(tuple(g) for g in groups)
+        phases[phase] = tuple(steps)
 
     requests = [model_request_layer(h["modify_model_request"].owner, h["modify_model_request"].sync,
                                     h["modify_model_request"].async_) for h in hooks if "modify_model_request" in h]

@@ -114,21 +114,20 @@ def build_plan(
     hooks: list[PlannedHook] = []
 
     def node_hooks(phase: str) -> None:
-        for group in pipeline.phases[phase]:
-            for step in group:
-                invoke, ainvoke = _bridging(step.mode)
-                hooks.append(
-                    PlannedHook(
-                        phase,
-                        step.owner,
-                        step.mode,
-                        invoke,
-                        ainvoke,
-                        node_of[(step.owner, phase)],
-                        own_node=step.may_interrupt,
-                        can_jump_to=tuple(sorted(step.can_jump_to)),
-                    )
+        for step in pipeline.phases[phase]:
+            invoke, ainvoke = _bridging(step.mode)
+            hooks.append(
+                PlannedHook(
+                    phase,
+                    step.owner,
+                    step.mode,
+                    invoke,
+                    ainvoke,
+                    node_of[(step.owner, phase)],
+                    own_node=step.may_interrupt,
+                    can_jump_to=tuple(sorted(step.can_jump_to)),
                 )
+            )
 
     def chain_hooks(hook: str, order: str, where: str) -> None:
         per_mw = zip(pipeline.middleware, pipeline.hooks, strict=True)

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.store.memory import InMemoryStore
 
-from middleware_kit import before_model, create_agent, wrap_model_call
+from middleware_kit import MiddlewareConfigError, before_agent, before_model, create_agent, wrap_model_call
 from middleware_kit.testing import ScriptedChatModel
 from tests.conftest import Runner, add
 from tests.helpers import tool_then_answer
@@ -25,18 +26,27 @@ def test_interrupt_before_tools_pauses_and_resumes(run: Runner) -> None:
 
 
 def test_interrupt_after_a_fused_node(run: Runner) -> None:
-    @before_model
+    @before_agent
     def a(state: Any, runtime: Any) -> None: ...
 
-    @before_model
+    @before_agent
     def b(state: Any, runtime: Any) -> None: ...
 
     agent = create_agent(ScriptedChatModel(["x"]), middleware=[a, b], checkpointer=InMemorySaver(),
-                         interrupt_after=["before_model"])
+                         interrupt_after=["before_agent"])
     config = {"configurable": {"thread_id": "t"}}
     run(agent, {"messages": [HumanMessage("q")]}, config=config)
     assert agent.get_state(config).next == ("model",)
     assert run(agent, None, config=config)["messages"][-1].content == "x"
+
+
+def test_unknown_interrupt_node_is_explained() -> None:
+    @before_model
+    def a(state: Any, runtime: Any) -> None: ...
+
+    with pytest.raises(MiddlewareConfigError, match=r"inside the 'model' node") as err:
+        create_agent(ScriptedChatModel([]), middleware=[a], interrupt_before=["before_model"])
+    assert err.value.hook == "interrupt_before"
 
 
 def test_store_is_reachable_from_hooks(run: Runner) -> None:
@@ -62,8 +72,10 @@ def test_stream_updates_show_fused_nodes_and_the_model() -> None:
     def b(state: Any, runtime: Any) -> None: ...
 
     agent = create_agent(ScriptedChatModel([AIMessage("hi")]), middleware=[a, b], name="streamer")
-    nodes = [next(iter(chunk)) for chunk in agent.stream({"messages": [HumanMessage("q")]}, stream_mode="updates")]
-    assert nodes == ["before_model", "model"]
+    chunks = list(agent.stream({"messages": [HumanMessage("q")]}, stream_mode="updates"))
+    assert [next(iter(chunk)) for chunk in chunks] == ["model"]  # before_model hooks run inside the model node
+    # The node's writes, in order: the hook's update, then the model's message.
+    assert [m.content for write in chunks[0]["model"] for m in write["messages"]] == ["from a", "hi"]
     assert agent.name == "streamer"
 
 

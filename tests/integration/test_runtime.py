@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NotRequired
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
@@ -16,6 +16,7 @@ from pydantic import BaseModel
 
 from middleware_kit import (
     AgentMiddleware,
+    AgentState,
     ModelRequest,
     before_model,
     create_agent,
@@ -27,6 +28,10 @@ from middleware_kit import (
 from middleware_kit.testing import ScriptedChatModel, tool_call
 from tests.conftest import Runner, add
 from tests.helpers import kinds, tool_then_answer
+
+
+class ModeState(AgentState):
+    mode: NotRequired[str]
 
 
 @dataclass
@@ -282,3 +287,70 @@ def test_result_never_contains_private_keys(run: Runner, n: int) -> None:
     result = run(create_agent(tool_then_answer(), [add], middleware=[Noop(i) for i in range(n)]),
                  {"messages": [HumanMessage("q")]})
     assert set(result) == {"messages"}
+
+
+def test_may_interrupt_after_model_hook_splits_the_node_and_the_model_runs_once(run: Runner) -> None:
+    from langchain_core.messages import AIMessage as AI
+
+    ran: list[str] = []
+
+    class Approval(AgentMiddleware):
+        @hook_config(may_interrupt=True)
+        def after_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+            ran.append("approval")
+            if interrupt("approve?") != "yes":
+                return {"messages": [AI("blocked")]}
+            return None
+
+    @wrap_model_call
+    def count_calls(request: Any, handler: Any) -> Any:
+        ran.append("model")
+        return handler(request)
+
+    from middleware_kit import after_model
+
+    @after_model
+    def outer_after(state: Any, runtime: Any) -> None:
+        ran.append("outer_after")
+
+    agent = create_agent(ScriptedChatModel(["answer"]), middleware=[outer_after, Approval(), count_calls],
+                         checkpointer=InMemorySaver())
+    assert agent.middleware_plan.nodes == ("model", "Approval.after_model", "outer_after.after_model")
+    config = {"configurable": {"thread_id": "t"}}
+    first = run(agent, {"messages": [HumanMessage("q")]}, config=config)
+    assert first["__interrupt__"][0].value == "approve?"
+    result = run(agent, Command(resume="yes"), config=config)
+    assert ran == ["model", "approval", "approval", "outer_after"]  # the model ran once
+    assert [m.content for m in result["messages"]] == ["q", "answer"]
+
+
+def test_undeclared_interrupt_in_a_shared_node_warns(run: Runner) -> None:
+    from middleware_kit.phases import InterruptInFusedNodeWarning
+
+    @before_model
+    def sneaky(state: Any, runtime: Any) -> None:
+        interrupt("hmm")
+
+    agent = create_agent(ScriptedChatModel(["a"]), middleware=[sneaky], checkpointer=InMemorySaver())
+    with pytest.warns(InterruptInFusedNodeWarning, match=r"sneaky\.before_model.*may_interrupt=True"):
+        run(agent, {"messages": [HumanMessage("q")]}, config={"configurable": {"thread_id": "t"}})
+
+
+def test_one_model_call_writing_a_plain_key_twice_is_refused(run: Runner) -> None:
+
+    from middleware_kit import AgentState, ConflictingUpdateError, ExtendedModelResponse
+
+    class S(AgentState):
+        mode: NotRequired[str]
+
+    def writer(name: str) -> Any:
+        @wrap_model_call(name=name, state_schema=ModeState)
+        def w(request: Any, handler: Any) -> Any:
+            return ExtendedModelResponse(model_response=handler(request), command=Command(update={"mode": name}))
+
+        return w
+
+    with pytest.raises(ConflictingUpdateError, match=r"'mode' is written twice") as err:
+        run(create_agent(ScriptedChatModel(["a"]), middleware=[writer("outer"), writer("inner")]),
+            {"messages": [HumanMessage("q")]})
+    assert err.value.middleware == "outer"
