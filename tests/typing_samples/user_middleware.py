@@ -2,8 +2,11 @@
 
 from dataclasses import dataclass
 from typing import Any
+
 from langgraph.runtime import Runtime
+
 from middleware_kit import AgentMiddleware, AgentState, ModelRequest
+
 
 @dataclass
 class Ctx:
