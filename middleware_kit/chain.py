@@ -208,57 +208,73 @@ def _model_response(value: object, owner: str, depth: int) -> ModelResponse[Any]
     )
 
 
-def wrap_model_layer(
-    owner: str, sync_fn: Callable[..., Any] | None, async_fn: Callable[..., Any] | None
-) -> Layer[ModelRequest[Any], ModelResponse[Any]]:
-    """A ``wrap_model_call`` (sync, async or both) as a layer."""
+def _wrap_layer(
+    owner: str,
+    hook: str,
+    sync_fn: Callable[..., Any] | None,
+    async_fn: Callable[..., Any] | None,
+    fast: type,
+    normalize: Callable[[object, int], Any],
+) -> Layer[Any, Any]:
+    """A ``wrap_*_call`` as a layer: ``fast`` is the usual return type (passed through untouched); anything else
+    goes through ``normalize`` (which converts or raises ``HookReturnError``)."""
 
     def build_sync(nxt: SyncHandler, depth: int) -> SyncHandler:
         if sync_fn is not None:
             fn = sync_fn
 
-            def layer(request: ModelRequest[Any]) -> ModelResponse[Any]:
+            def layer(request: Any) -> Any:
                 try:
                     result = fn(request, nxt)
                 except GraphBubbleUp as exc:
                     _note_bubble(exc)
                     raise
-                if type(result) is ModelResponse:
+                if type(result) is fast:
                     return result
-                return _model_response(result, owner, depth)
+                return normalize(result, depth)
 
             return layer
         assert async_fn is not None
         afn, anxt = async_fn, _as_async(nxt)
 
-        def bridged(request: ModelRequest[Any]) -> ModelResponse[Any]:
+        def bridged(request: Any) -> Any:
             try:
                 result = run_coroutine_sync(afn(request, anxt))
             except GraphBubbleUp as exc:
                 _note_bubble(exc)
                 raise
-            return _model_response(result, owner, depth)
+            return normalize(result, depth)
 
         return bridged
 
     def build_async(nxt: AsyncHandler, depth: int) -> AsyncHandler:
-        if async_fn is not None:
-            afn = async_fn
+        if async_fn is None:
+            raise _sync_only(owner)
+        afn = async_fn
 
-            async def alayer(request: ModelRequest[Any]) -> ModelResponse[Any]:
-                try:
-                    result = await afn(request, nxt)
-                except GraphBubbleUp as exc:
-                    _note_bubble(exc)
-                    raise
-                if type(result) is ModelResponse:
-                    return result
-                return _model_response(result, owner, depth)
+        async def alayer(request: Any) -> Any:
+            try:
+                result = await afn(request, nxt)
+            except GraphBubbleUp as exc:
+                _note_bubble(exc)
+                raise
+            if type(result) is fast:
+                return result
+            return normalize(result, depth)
 
-            return alayer
-        raise _sync_only(owner)
+        return alayer
 
-    return Layer(owner, "wrap_model_call", _mode(sync_fn, async_fn), build_sync, build_async)
+    return Layer(owner, hook, _mode(sync_fn, async_fn), build_sync, build_async)
+
+
+def wrap_model_layer(
+    owner: str, sync_fn: Callable[..., Any] | None, async_fn: Callable[..., Any] | None
+) -> Layer[ModelRequest[Any], ModelResponse[Any]]:
+    """A ``wrap_model_call`` (sync, async or both) as a layer."""
+    def normalize(value: object, depth: int) -> ModelResponse[Any]:
+        return _model_response(value, owner, depth)
+
+    return _wrap_layer(owner, "wrap_model_call", sync_fn, async_fn, ModelResponse, normalize)
 
 
 def model_request_layer(
@@ -311,53 +327,10 @@ def wrap_tool_layer(
     owner: str, sync_fn: Callable[..., Any] | None, async_fn: Callable[..., Any] | None
 ) -> Layer[ToolCallRequest, ToolMessage | Command[Any]]:
     """A ``wrap_tool_call`` (sync, async or both) as a layer."""
+    def normalize(value: object, depth: int) -> ToolMessage | Command[Any]:
+        return _tool_result(value, owner, "wrap_tool_call")
 
-    def build_sync(nxt: SyncHandler, depth: int) -> SyncHandler:
-        if sync_fn is not None:
-            fn = sync_fn
-
-            def layer(request: ToolCallRequest) -> Any:
-                try:
-                    result = fn(request, nxt)
-                except GraphBubbleUp as exc:
-                    _note_bubble(exc)
-                    raise
-                if type(result) is ToolMessage:
-                    return result
-                return _tool_result(result, owner, "wrap_tool_call")
-
-            return layer
-        assert async_fn is not None
-        afn, anxt = async_fn, _as_async(nxt)
-
-        def bridged(request: ToolCallRequest) -> Any:
-            try:
-                result = run_coroutine_sync(afn(request, anxt))
-            except GraphBubbleUp as exc:
-                _note_bubble(exc)
-                raise
-            return _tool_result(result, owner, "wrap_tool_call")
-
-        return bridged
-
-    def build_async(nxt: AsyncHandler, depth: int) -> AsyncHandler:
-        if async_fn is not None:
-            afn = async_fn
-
-            async def alayer(request: ToolCallRequest) -> Any:
-                try:
-                    result = await afn(request, nxt)
-                except GraphBubbleUp as exc:
-                    _note_bubble(exc)
-                    raise
-                if type(result) is ToolMessage:
-                    return result
-                return _tool_result(result, owner, "wrap_tool_call")
-
-            return alayer
-        raise _sync_only(owner)
-
-    return Layer(owner, "wrap_tool_call", _mode(sync_fn, async_fn), build_sync, build_async)
+    return _wrap_layer(owner, "wrap_tool_call", sync_fn, async_fn, ToolMessage, normalize)
 
 
 def _before_result(value: object, owner: str) -> ToolCallRequest | ToolMessage | None:
