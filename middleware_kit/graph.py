@@ -22,12 +22,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AnyMessage, RemoveMessage, SystemMessage, ToolMessage
+from langchain_core.messages import AnyMessage, SystemMessage, ToolMessage
 from langchain_core.tools import BaseTool
 from langgraph.constants import END, START
 from langgraph.errors import GraphBubbleUp
 from langgraph.graph import StateGraph
-from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.prebuilt.tool_node import ToolCallRequest as LangGraphToolCallRequest
 from langgraph.prebuilt.tool_node import ToolNode
 from langgraph.runtime import Runtime
@@ -35,7 +34,7 @@ from langgraph.types import Command, Send
 
 from middleware_kit.chain import _note_bubble, call_async, call_sync, compose
 from middleware_kit.errors import ConflictingUpdateError, UnknownStateKeyError, UnknownToolError
-from middleware_kit.pairing import closing_messages, last_ai_index, pending_tool_calls, repair_dangling
+from middleware_kit.pairing import PairingFix, close_pending, closing_messages, last_ai_index, pending_tool_calls
 from middleware_kit.phases import Item, ModelStep, NodeResult, NodeRunner, NodeStep, StateSemantics
 from middleware_kit.pipeline import Pipeline
 from middleware_kit.schema import MergedSchema
@@ -144,37 +143,33 @@ def build_graph(
     model_chain, amodel_chain = compose(pipeline.model_layers, base_sync, base_async)
     layer_owners = tuple(layer.owner for layer in pipeline.model_layers)
 
-    def prepare(view: Any, runtime: Runtime[Any]) -> tuple[ModelRequest[Any], list[AnyMessage] | None]:
+    def prepare(view: Any, runtime: Runtime[Any]) -> tuple[ModelRequest[Any], PairingFix | None]:
         messages = view["messages"]
-        repaired = repair_dangling(messages)
+        fix = close_pending(messages, "the run moved on before it ran (it was interrupted or skipped).")
         request: ModelRequest[Any] = ModelRequest(
             model=model,
-            messages=repaired if repaired is not None else messages,
+            messages=fix.history if fix is not None else messages,
             system_message=system_message,
             tools=default_tools,
             response_format=response_format,
             state=view,
             runtime=runtime,
         )
-        return request, repaired
+        return request, fix
 
     def model_writes(
-        response: ModelResponse[Any], commands: dict[int, Command[Any]], repaired: list[AnyMessage] | None
-    ) -> tuple[list[dict[str, Any]], list[Any]]:
-        """The model's messages (after the repaired history, if any), then ExtendedModelResponse updates, inner
-        commands first; and the new messages, for routing."""
+        response: ModelResponse[Any], commands: dict[int, Command[Any]], fix: PairingFix | None
+    ) -> tuple[list[dict[str, Any]], list[Any] | None]:
+        """The model's messages (after the answers that close dangling calls, if any), then ExtendedModelResponse
+        updates, inner commands first; and, when the model added exactly one message and nothing else, that message
+        (routing needs no more, and the node then skips re-applying the writes to its view of state)."""
         new_messages = list(response.result)
-        base: dict[str, Any] = {
-            "messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), *repaired, *new_messages]
-            if repaired is not None
-            else new_messages
-        }
+        base: dict[str, Any] = {"messages": [*fix.update, *new_messages] if fix is not None else new_messages}
         if response.structured_response is not None:
             base["structured_response"] = response.structured_response
         writes = [base]
         if not commands:
-            return writes, new_messages
-        tail = list(new_messages)
+            return writes, new_messages if len(new_messages) == 1 else None
         written = {key for key in base if semantics.is_last_value(key)}
         for depth in sorted(commands, reverse=True):
             owner = layer_owners[depth]
@@ -191,20 +186,18 @@ def build_graph(
                             hook="wrap_model_call",
                         )
                     written.add(key)
-                if key == "messages":
-                    tail.extend(value if isinstance(value, list) else [value])
                 writes.append({key: value})
-        return writes, tail
+        return writes, None
 
-    def call_model(view: Any, runtime: Runtime[Any]) -> tuple[list[dict[str, Any]], list[Any]]:
-        request, repaired = prepare(view, runtime)
+    def call_model(view: Any, runtime: Runtime[Any]) -> tuple[list[dict[str, Any]], list[Any] | None]:
+        request, fix = prepare(view, runtime)
         response, call = call_sync(model_chain, request)
-        return model_writes(response, call.commands, repaired)
+        return model_writes(response, call.commands, fix)
 
-    async def acall_model(view: Any, runtime: Runtime[Any]) -> tuple[list[dict[str, Any]], list[Any]]:
-        request, repaired = prepare(view, runtime)
+    async def acall_model(view: Any, runtime: Runtime[Any]) -> tuple[list[dict[str, Any]], list[Any] | None]:
+        request, fix = prepare(view, runtime)
         response, call = await call_async(amodel_chain, request)
-        return model_writes(response, call.commands, repaired)
+        return model_writes(response, call.commands, fix)
 
     model_step = ModelStep(call_model, acall_model)
 
@@ -251,27 +244,34 @@ def build_graph(
     graph.nodes = [*agent_names, *loop_names, *((TOOLS_NODE,) if has_tool_node else ()), *end_names]
 
     # -- routing ----------------------------------------------------------------------------------------------------
-    def route_model_output(messages: Sequence[Any]) -> tuple[Any, list[ToolMessage]]:
-        """After the model (and after_model hooks): run pending tool calls, loop, or end (closing open calls)."""
-        i = last_ai_index(messages)
-        if i < 0 or not messages[i].tool_calls:
-            return end_entry, []
-        pending = pending_tool_calls(messages)
-        if pending and has_tool_node:
-            return [Send(TOOLS_NODE, [call]) for call in pending], []
-        if pending:
-            # The model called tools although the agent has none to run: end, closing the calls.
-            return end_entry, closing_messages(pending, "this agent has no tools to run.")
-        return loop_entry, []  # every call was answered by a middleware: let the model see the answers
+    def route_model_output(messages: Sequence[Any]) -> tuple[Any, list[Any]]:
+        """After the model (and after_model hooks): run pending tool calls, loop back, or end.
 
-    def resolve_jump(jump: str, view: Any) -> tuple[Any, list[ToolMessage]]:
+        Returns the destination and a ``messages`` write closing calls that will never run (empty if none).
+        ``messages`` is the whole history, or just the model's one new message (then nothing can need a rewrite).
+        """
+        newest = last_ai_index(messages)
+        if newest < 0:
+            return end_entry, []
+        if messages[newest].tool_calls:
+            pending = pending_tool_calls(messages)
+            if pending and has_tool_node:
+                return [Send(TOOLS_NODE, [call]) for call in pending], []
+            if pending:  # the model called tools although the agent has none to run
+                return end_entry, closing_messages(pending, "this agent has no tools to run.")
+            return loop_entry, []  # every call was answered by a middleware: let the model see the answers
+        # The newest AIMessage answers without calls (a hook may have added it after a tool-calling one).
+        fix = close_pending(messages, "the run ended before it ran.")
+        return end_entry, fix.update if fix is not None else []
+
+    def resolve_jump(jump: str, view: Any) -> tuple[Any, list[Any]]:
         if jump == "model":
             return loop_entry, []
         if jump == "tools":
             pending = pending_tool_calls(view.get("messages", ()))
             return ([Send(TOOLS_NODE, [c]) for c in pending] or loop_entry), []
-        closing = closing_messages(pending_tool_calls(view.get("messages", ())), "the run ended before it ran.")
-        return end_entry, closing
+        fix = close_pending(view.get("messages", ()), "the run ended before it ran.")
+        return end_entry, fix.update if fix is not None else []
 
     def with_goto(output: Any, goto: Any) -> Any:
         if output is None:
@@ -292,7 +292,7 @@ def build_graph(
             if not command_mode:
                 return output(result.writes)
             writes = result.writes
-            closing: list[ToolMessage] = []
+            closing: list[Any] = []
             goto: Any
             if result.jump is None and default is not None:
                 goto = default

@@ -1,18 +1,23 @@
 """Tool-call pairing: every tool call in the history has its ``ToolMessage``, and every ``ToolMessage`` its call.
 
 The framework never sends a model a dangling call. Runs that end early (``jump_to: "end"``, limits, rejections)
-close the open calls of the last ``AIMessage`` with an explicit error ``ToolMessage``; a thread left with open calls
-(an interrupt that was never resumed, then a new message) is repaired before the next model call.
+close the open calls with an explicit error ``ToolMessage``; a thread left with open calls (an interrupt that was
+never resumed, then a new message) is repaired before the next model call. Answers always stand right after the
+calls' ``AIMessage`` (providers reject anything else), so when other messages already follow it the history is
+rewritten with the answers in place (``RemoveMessage(REMOVE_ALL_MESSAGES)`` + the repaired history): rare, and O(n)
+only then.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from langchain_core.messages import AIMessage, AnyMessage, ToolCall, ToolMessage
+from langchain_core.messages import AIMessage, AnyMessage, RemoveMessage, ToolCall, ToolMessage
+from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
-__all__ = ["closing_messages", "last_ai_index", "pending_tool_calls", "repair_dangling"]
+__all__ = ["PairingFix", "close_pending", "closing_messages", "last_ai_index", "pending_tool_calls"]
 
 
 def last_ai_index(messages: Sequence[Any]) -> int:
@@ -23,16 +28,27 @@ def last_ai_index(messages: Sequence[Any]) -> int:
     return -1
 
 
+def _last_calling(messages: Sequence[Any]) -> tuple[int, set[str]]:
+    """Index of the newest ``AIMessage`` with tool calls (-1 if none), and the ids answered after it."""
+    answered: set[str] = set()
+    for i in range(len(messages) - 1, -1, -1):
+        message = messages[i]
+        if isinstance(message, ToolMessage):
+            answered.add(message.tool_call_id)
+        elif isinstance(message, AIMessage) and message.tool_calls:
+            return i, answered
+    return -1, answered
+
+
 def pending_tool_calls(messages: Sequence[Any]) -> list[ToolCall]:
-    """Calls of the last ``AIMessage`` that have no ``ToolMessage`` after it yet, in call order."""
-    i = last_ai_index(messages)
+    """Calls of the newest tool-calling ``AIMessage`` that have no ``ToolMessage`` yet, in call order.
+
+    Walks back to that message only (earlier calls were answered before the model was called again).
+    """
+    i, answered = _last_calling(messages)
     if i < 0:
         return []
-    calls = messages[i].tool_calls
-    if not calls:
-        return []
-    answered = {m.tool_call_id for m in messages[i + 1 :] if isinstance(m, ToolMessage)}
-    return [c for c in calls if c["id"] not in answered]
+    return [call for call in messages[i].tool_calls if call["id"] not in answered]
 
 
 def closing_messages(calls: Sequence[ToolCall], reason: str) -> list[ToolMessage]:
@@ -48,22 +64,29 @@ def closing_messages(calls: Sequence[ToolCall], reason: str) -> list[ToolMessage
     ]
 
 
-def repair_dangling(messages: Sequence[AnyMessage]) -> list[AnyMessage] | None:
-    """If an ``AIMessage`` other than the last message has unanswered calls, return the history with error
-    ``ToolMessage``s inserted right after each such message; else None (the common case, checked in O(tail)).
+@dataclass(frozen=True, slots=True)
+class PairingFix:
+    """How to close the open calls of a history."""
 
-    Only the newest ``AIMessage`` can be left dangling by a run (earlier ones were answered before the model was
-    called again), so the check walks back to it and stops.
-    """
-    i = last_ai_index(messages)
-    if i < 0 or i == len(messages) - 1 or not messages[i].tool_calls:  # type: ignore[union-attr]
+    history: list[AnyMessage]
+    """The history with every call answered (what a model may be sent)."""
+    update: list[Any]
+    """The ``messages`` write that turns the stored history into ``history`` (appended answers, or a rewrite)."""
+
+
+def close_pending(messages: Sequence[AnyMessage], reason: str) -> PairingFix | None:
+    """Close the open calls of the newest tool-calling ``AIMessage`` with error ``ToolMessage``s; None if none."""
+    i, answered = _last_calling(messages)
+    if i < 0:
         return None
-    missing = pending_tool_calls(messages)
+    missing = [call for call in messages[i].tool_calls if call["id"] not in answered]  # type: ignore[union-attr]
     if not missing:
         return None
-    # Close them right after the calls' own ToolMessages, before whatever came next (a new human turn).
+    closing = closing_messages(missing, reason)
     j = i + 1
     while j < len(messages) and isinstance(messages[j], ToolMessage):
         j += 1
-    closing = closing_messages(missing, "the previous run ended before it ran (it was interrupted or stopped).")
-    return [*messages[:j], *closing, *messages[j:]]
+    if j == len(messages):
+        return PairingFix([*messages, *closing], list(closing))
+    history: list[AnyMessage] = [*messages[:j], *closing, *messages[j:]]
+    return PairingFix(history, [RemoveMessage(id=REMOVE_ALL_MESSAGES), *history])

@@ -144,8 +144,8 @@ class ModelStep:
     messages first, then any ``ExtendedModelResponse`` updates) and the new messages (for routing).
     """
 
-    run_sync: Callable[[Any, Any], tuple[list[dict[str, Any]], list[Any]]]
-    run_async: Callable[[Any, Any], Awaitable[tuple[list[dict[str, Any]], list[Any]]]]
+    run_sync: Callable[[Any, Any], tuple[list[dict[str, Any]], list[Any] | None]]
+    run_async: Callable[[Any, Any], Awaitable[tuple[list[dict[str, Any]], list[Any] | None]]]
 
 
 Item = NodeStep | ModelStep
@@ -160,8 +160,8 @@ class NodeResult:
     view: Any
     """The state as the hooks of this node left it."""
     tail: list[Any] | None
-    """When the model call was the node's last item: the messages it added (the view was not updated with them,
-    which would cost O(history) for nothing)."""
+    """When the model call was the node's last item and added exactly one message and nothing else: that message
+    (the view was not updated with it, which would cost O(history) for nothing)."""
 
 
 class NodeRunner:
@@ -203,9 +203,11 @@ class NodeRunner:
         result.jump = jump
         return jump is not None
 
-    def _after_model(self, writes: list[dict[str, Any]], tail: list[Any], last: bool, result: NodeResult) -> None:
+    def _after_model(
+        self, writes: list[dict[str, Any]], tail: list[Any] | None, last: bool, result: NodeResult
+    ) -> None:
         result.writes.extend(writes)
-        if last:
+        if last and tail is not None:
             result.tail = tail
             return
         for update in writes:

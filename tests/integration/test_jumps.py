@@ -203,3 +203,56 @@ def test_tool_calls_answered_by_middleware_are_not_executed(run: Runner) -> None
                  {"messages": [HumanMessage("q")]})
     assert executed == []
     assert [m.content for m in result["messages"]][2:] == ["answered by middleware", "done"]
+
+
+def test_hook_answering_instead_of_the_model_closes_the_calls_in_place(run: Runner) -> None:
+    @after_model(can_jump_to=["end"])
+    def refuse(state: Any, runtime: Any) -> dict[str, Any]:
+        return {"messages": [AIMessage("I won't do that.")], "jump_to": "end"}
+
+    result = run(create_agent(tool_then_answer(), [add], middleware=[refuse]), {"messages": [HumanMessage("q")]})
+    # The answers stand right after the calls' AIMessage (providers reject anything else), before the hook's message.
+    assert kinds(result["messages"]) == ["HumanMessage", "AIMessage", "ToolMessage", "AIMessage"]
+    assert result["messages"][2].status == "error"
+    assert result["messages"][-1].content == "I won't do that."
+
+
+def test_hook_appending_a_plain_answer_without_jumping_ends_and_closes(run: Runner) -> None:
+    @after_model
+    def overrule(state: Any, runtime: Any) -> dict[str, Any] | None:
+        last = state["messages"][-1]
+        if isinstance(last, AIMessage) and last.tool_calls:
+            return {"messages": [AIMessage("Answering myself instead.")]}
+        return None
+
+    executed: list[str] = []
+    from middleware_kit import wrap_tool_call
+
+    @wrap_tool_call
+    def spy(request: Any, handler: Any) -> Any:
+        executed.append(request.tool_call["name"])
+        return handler(request)
+
+    model = tool_then_answer()
+    result = run(create_agent(model, [add], middleware=[spy, overrule]), {"messages": [HumanMessage("q")]})
+    assert executed == []
+    assert kinds(result["messages"]) == ["HumanMessage", "AIMessage", "ToolMessage", "AIMessage"]
+    assert result["messages"][-1].content == "Answering myself instead."
+
+
+def test_next_turn_after_a_closed_refusal_sends_a_fully_paired_history(run: Runner) -> None:
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    @after_model(can_jump_to=["end"])
+    def refuse_once(state: Any, runtime: Any) -> dict[str, Any] | None:
+        if sum(isinstance(m, AIMessage) for m in state["messages"]) == 1:
+            return {"messages": [AIMessage("No.")], "jump_to": "end"}
+        return None
+
+    model = ScriptedChatModel([AIMessage("", tool_calls=[tool_call("add", {"a": 1, "b": 1})]), "fine"])
+    agent = create_agent(model, [add], middleware=[refuse_once], checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "t"}}
+    run(agent, {"messages": [HumanMessage("q")]}, config=config)
+    run(agent, {"messages": [HumanMessage("again")]}, config=config)
+    sent = model.calls[-1].messages
+    assert kinds(list(sent)) == ["HumanMessage", "AIMessage", "ToolMessage", "AIMessage", "HumanMessage"]
