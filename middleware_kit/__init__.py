@@ -20,6 +20,7 @@ from middleware_kit.decorators import (
     wrap_tool_call,
 )
 from middleware_kit.errors import (
+    AgentArgumentError,
     ConflictingUpdateError,
     HookReturnError,
     InvalidJumpError,
@@ -30,6 +31,7 @@ from middleware_kit.errors import (
     UnknownToolError,
 )
 from middleware_kit.middleware import AgentMiddleware
+from middleware_kit.phases import InterruptInFusedNodeWarning
 from middleware_kit.plan import MiddlewarePlan, PlannedHook
 from middleware_kit.types import (
     AgentState,
@@ -52,6 +54,7 @@ from middleware_kit.types import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "AgentArgumentError",
     "AgentMiddleware",
     "AgentState",
     "ConflictingUpdateError",
@@ -59,6 +62,7 @@ __all__ = [
     "ExtendedModelResponse",
     "HookReturnError",
     "InputAgentState",
+    "InterruptInFusedNodeWarning",
     "InvalidJumpError",
     "JumpTo",
     "MiddlewareConfigError",

@@ -14,7 +14,7 @@ from langgraph.prebuilt import ToolNode
 from langgraph.store.base import BaseStore
 from langgraph.types import Checkpointer
 
-from middleware_kit.errors import MiddlewareConfigError
+from middleware_kit.errors import AgentArgumentError, MiddlewareConfigError
 from middleware_kit.graph import build_graph
 from middleware_kit.middleware import AgentMiddleware
 from middleware_kit.pipeline import build_pipeline
@@ -28,17 +28,23 @@ def _split_tools(tools: Sequence[Any] | None) -> tuple[list[BaseTool], list[dict
     if tools is None:
         return [], []
     if isinstance(tools, ToolNode):
-        raise TypeError(
+        raise AgentArgumentError(
             "create_agent(tools=...) does not take a ToolNode: pass the list of tools itself "
-            "(create_agent builds its own tool node so middleware can wrap every call)."
+            "(create_agent builds its own tool node so middleware can wrap every call).",
+            argument="tools",
         )
     if isinstance(tools, (BaseTool, dict)) or not isinstance(tools, Sequence):
-        raise TypeError(f"create_agent(tools=...) takes a list of tools; got {type(tools).__name__}. Use tools=[...].")
+        raise AgentArgumentError(
+            f"create_agent(tools=...) takes a list of tools; got {type(tools).__name__}. Use tools=[...].",
+            argument="tools",
+        )
     client: list[BaseTool] = []
     provider: list[dict[str, Any]] = []
     for item in tools:
         if isinstance(item, ToolNode):
-            raise TypeError("create_agent(tools=...) does not take a ToolNode: pass the list of tools itself.")
+            raise AgentArgumentError(
+                "create_agent(tools=...) does not take a ToolNode: pass the list of tools itself.", argument="tools"
+            )
         if isinstance(item, BaseTool):
             client.append(item)
         elif isinstance(item, dict):
@@ -46,9 +52,10 @@ def _split_tools(tools: Sequence[Any] | None) -> tuple[list[BaseTool], list[dict
         elif callable(item):
             client.append(as_tool(item))
         else:
-            raise TypeError(
+            raise AgentArgumentError(
                 f"create_agent(tools=...) holds {item!r}; a tool is a BaseTool, a function, or a dict "
-                f"(a provider's built-in tool)."
+                f"(a provider's built-in tool).",
+                argument="tools",
             )
     return client, provider
 
@@ -58,7 +65,10 @@ def _system_message(system_prompt: str | SystemMessage | None) -> SystemMessage 
         return system_prompt
     if isinstance(system_prompt, str):
         return SystemMessage(content=system_prompt)
-    raise TypeError(f"system_prompt must be a str or a SystemMessage; got {type(system_prompt).__name__}.")
+    raise AgentArgumentError(
+        f"create_agent(system_prompt=...) must be a str or a SystemMessage; got {type(system_prompt).__name__}.",
+        argument="system_prompt",
+    )
 
 
 def create_agent(
@@ -94,12 +104,15 @@ def create_agent(
         checkpointer, store, interrupt_before, interrupt_after, debug, name: passed to LangGraph's ``compile``.
     """
     if isinstance(model, str):
-        raise TypeError(
+        raise AgentArgumentError(
             f"create_agent(model={model!r}): pass a chat model instance (e.g. ChatOpenAI(model=...)); "
-            f"middleware_kit does not resolve model names."
+            f"middleware_kit does not resolve model names.",
+            argument="model",
         )
     if not isinstance(model, BaseChatModel):
-        raise TypeError(f"create_agent(model=...) takes a BaseChatModel; got {type(model).__name__}.")
+        raise AgentArgumentError(
+            f"create_agent(model=...) takes a BaseChatModel; got {type(model).__name__}.", argument="model"
+        )
     client_tools, provider_tools = _split_tools(tools)
     system_message = _system_message(system_prompt)
     pipeline = build_pipeline(middleware, client_tools=client_tools)

@@ -15,7 +15,7 @@ from typing import Any, TypeVar, overload
 from langchain_core.messages import SystemMessage
 from langchain_core.tools import BaseTool
 
-from middleware_kit.errors import MiddlewareConfigError
+from middleware_kit.errors import HookReturnError, MiddlewareConfigError
 from middleware_kit.hooks import HOOKS, AsyncModelHandler, ModelHandler
 from middleware_kit.middleware import AgentMiddleware
 from middleware_kit.types import AgentState, ModelRequest, ModelResponse
@@ -175,9 +175,7 @@ def _prompt_message(value: str | SystemMessage, owner: str) -> SystemMessage:
         return value
     if isinstance(value, str):
         return SystemMessage(content=value)
-    from middleware_kit.errors import HookReturnError
-
-    raise HookReturnError.for_wrap_hook(owner, "dynamic_prompt", value, "a str or a SystemMessage")
+    raise HookReturnError.for_dynamic_prompt(owner, value)
 
 
 @overload

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from langgraph.errors import InvalidUpdateError
 
 __all__ = [
+    "AgentArgumentError",
     "ConflictingUpdateError",
     "HookReturnError",
     "InvalidJumpError",
@@ -58,7 +59,7 @@ class HookReturnError(MiddlewareError, TypeError):
     @classmethod
     def for_node_hook(cls, middleware: str, hook: str, value: object) -> HookReturnError:
         return cls(
-            f"{middleware}.{hook} returned {_describe(value)}; a {hook} hook must return None or a dict of state "
+            f"{middleware}.{hook} returned {_describe(value)}; {hook} hooks must return None or a dict of state "
             f"updates. Return a dict such as {{'messages': [...]}} or None to change nothing."
             + _coroutine_hint(value, hook),
             middleware=middleware,
@@ -73,6 +74,16 @@ class HookReturnError(MiddlewareError, TypeError):
             + _coroutine_hint(value, hook),
             middleware=middleware,
             hook=hook,
+        )
+
+    @classmethod
+    def for_dynamic_prompt(cls, middleware: str, value: object) -> HookReturnError:
+        return cls(
+            f"The @dynamic_prompt function of {middleware} returned {_describe(value)}; it must return the system "
+            f"prompt as a str or a SystemMessage (it runs as {middleware}.wrap_model_call)."
+            + _coroutine_hint(value, "wrap_model_call"),
+            middleware=middleware,
+            hook="wrap_model_call",
         )
 
     @classmethod
@@ -95,7 +106,7 @@ class UnknownStateKeyError(MiddlewareError, KeyError):
 
     def __init__(self, middleware: str, hook: str, keys: Iterable[str], declared: Iterable[str]) -> None:
         bad = sorted(keys)
-        known = ", ".join(sorted(declared))
+        known = ", ".join(sorted(k for k in declared if k != "jump_to"))
         super().__init__(
             f"{middleware}.{hook} returned the state key(s) {bad} that no state schema declares (declared: {known}). "
             f"Declare them on a TypedDict extending AgentState and set it as the middleware's state_schema "
@@ -119,6 +130,13 @@ class ConflictingUpdateError(MiddlewareError, InvalidUpdateError):
 
 class UnknownToolError(MiddlewareError, ValueError):
     """A middleware offered the model a tool that the agent cannot execute."""
+
+
+class AgentArgumentError(MiddlewareError, TypeError):
+    """``create_agent`` was given an argument of the wrong kind (``.hook`` names the argument)."""
+
+    def __init__(self, message: str, *, argument: str) -> None:
+        super().__init__(message, middleware="create_agent", hook=argument)
 
 
 def _describe(value: object) -> str:

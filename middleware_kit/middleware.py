@@ -34,15 +34,15 @@ from middleware_kit.types import (
     ToolCallRequest,
 )
 
-__all__ = ["AgentMiddleware", "ContextT", "StateT"]
+__all__ = ["AgentMiddleware", "MiddlewareContextT", "StateT"]
 
 StateT = TypeVar("StateT", bound=AgentState[Any], default=AgentState[Any])
 """The state schema a middleware reads (``AgentMiddleware[MyState]``)."""
-ContextT = TypeVar("ContextT", bound=StateLike | None, default=Any)
+MiddlewareContextT = TypeVar("MiddlewareContextT", bound=StateLike | None, default=Any)
 """The runtime context type a middleware reads (``AgentMiddleware[MyState, MyContext]``)."""
 
 
-class AgentMiddleware(Generic[StateT, ContextT]):
+class AgentMiddleware(Generic[StateT, MiddlewareContextT]):
     """Base class of every middleware. Override the hooks you need; see :mod:`middleware_kit.hooks`."""
 
     state_schema: type[Any] = AgentState
@@ -70,55 +70,55 @@ class AgentMiddleware(Generic[StateT, ContextT]):
         return f"<{type(self).__name__} name={self.name!r} hooks=[{hooks}]>"
 
     # -- node hooks ------------------------------------------------------------------------------------------
-    def before_agent(self, state: StateT, runtime: Runtime[ContextT]) -> dict[str, Any] | None:
+    def before_agent(self, state: StateT, runtime: Runtime[MiddlewareContextT]) -> dict[str, Any] | None:
         """Once per invocation, before anything else."""
         return None
 
-    async def abefore_agent(self, state: StateT, runtime: Runtime[ContextT]) -> dict[str, Any] | None:
+    async def abefore_agent(self, state: StateT, runtime: Runtime[MiddlewareContextT]) -> dict[str, Any] | None:
         """Async twin of :meth:`before_agent`."""
         return None
 
-    def before_model(self, state: StateT, runtime: Runtime[ContextT]) -> dict[str, Any] | None:
+    def before_model(self, state: StateT, runtime: Runtime[MiddlewareContextT]) -> dict[str, Any] | None:
         """Before every model call (forward order)."""
         return None
 
-    async def abefore_model(self, state: StateT, runtime: Runtime[ContextT]) -> dict[str, Any] | None:
+    async def abefore_model(self, state: StateT, runtime: Runtime[MiddlewareContextT]) -> dict[str, Any] | None:
         """Async twin of :meth:`before_model`."""
         return None
 
-    def after_model(self, state: StateT, runtime: Runtime[ContextT]) -> dict[str, Any] | None:
+    def after_model(self, state: StateT, runtime: Runtime[MiddlewareContextT]) -> dict[str, Any] | None:
         """After every model call (reverse order)."""
         return None
 
-    async def aafter_model(self, state: StateT, runtime: Runtime[ContextT]) -> dict[str, Any] | None:
+    async def aafter_model(self, state: StateT, runtime: Runtime[MiddlewareContextT]) -> dict[str, Any] | None:
         """Async twin of :meth:`after_model`."""
         return None
 
-    def after_agent(self, state: StateT, runtime: Runtime[ContextT]) -> dict[str, Any] | None:
+    def after_agent(self, state: StateT, runtime: Runtime[MiddlewareContextT]) -> dict[str, Any] | None:
         """Once at the end of the invocation (reverse order)."""
         return None
 
-    async def aafter_agent(self, state: StateT, runtime: Runtime[ContextT]) -> dict[str, Any] | None:
+    async def aafter_agent(self, state: StateT, runtime: Runtime[MiddlewareContextT]) -> dict[str, Any] | None:
         """Async twin of :meth:`after_agent`."""
         return None
 
     # -- model chain -----------------------------------------------------------------------------------------
-    def modify_model_request(self, request: ModelRequest[ContextT], state: StateT) -> ModelRequest[Any]:
+    def modify_model_request(self, request: ModelRequest[MiddlewareContextT], state: StateT) -> ModelRequest[Any]:
         """Return the request for this model call (forward order, outside every wrapper)."""
         return request
 
-    async def amodify_model_request(self, request: ModelRequest[ContextT], state: StateT) -> ModelRequest[Any]:
+    async def amodify_model_request(self, request: ModelRequest[MiddlewareContextT], state: StateT) -> ModelRequest[Any]:
         """Async twin of :meth:`modify_model_request`."""
         return request
 
     def wrap_model_call(
-        self, request: ModelRequest[ContextT], handler: ModelHandler
+        self, request: ModelRequest[MiddlewareContextT], handler: ModelHandler
     ) -> ModelResponse[Any] | AIMessage | ExtendedModelResponse[Any]:
         """Around the model call. Call ``handler(request)`` 0..n times and return the response."""
         return handler(request)
 
     async def awrap_model_call(
-        self, request: ModelRequest[ContextT], handler: AsyncModelHandler
+        self, request: ModelRequest[MiddlewareContextT], handler: AsyncModelHandler
     ) -> ModelResponse[Any] | AIMessage | ExtendedModelResponse[Any]:
         """Async twin of :meth:`wrap_model_call`."""
         return await handler(request)
@@ -148,3 +148,11 @@ class AgentMiddleware(Generic[StateT, ContextT]):
         """Async twin of :meth:`after_tool`."""
         return None
 
+
+def __getattr__(name: str) -> Any:
+    """LangChain v1 users import everything from ``langchain.agents.middleware``: the same names work from here."""
+    import middleware_kit
+
+    if name in middleware_kit.__all__:
+        return getattr(middleware_kit, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -171,7 +171,7 @@ class NodeRunner:
         self.items = tuple(items)
         self.steps = tuple(i for i in self.items if isinstance(i, NodeStep))
         self.semantics = semantics
-        self._warn_on_interrupt = len(self.items) > 1
+        self._first = self.items[0] if self.items else None
         # For the async mode: consecutive sync-only hooks run together in one worker-thread hop.
         segments: list[tuple[bool, tuple[Item, ...]]] = []
         for item in self.items:
@@ -183,10 +183,12 @@ class NodeRunner:
         self._segments = tuple(segments)
 
     def _hook_interrupted(self, step: NodeStep) -> None:
-        if self._warn_on_interrupt and not step.may_interrupt:
+        # Only work that ran before the hook in this node runs again on resume: none when it comes first.
+        if step is not self._first and not step.may_interrupt:
             warnings.warn(
                 f"{step.owner}.{step.hook} called interrupt() but does not declare may_interrupt=True, so it shares "
-                f"a graph node with other hooks (and perhaps the model call): on resume they all run again. "
+                f"a graph node with work that ran before it (other hooks, perhaps the model call): on resume that "
+                f"work runs again. "
                 f"Declare it with @hook_config(may_interrupt=True) or @{step.hook}(may_interrupt=True).",
                 InterruptInFusedNodeWarning,
                 stacklevel=2,

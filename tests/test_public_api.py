@@ -9,6 +9,7 @@ import middleware_kit
 import middleware_kit.testing
 
 PUBLIC = [
+    "AgentArgumentError",
     "AgentMiddleware",
     "AgentState",
     "ConflictingUpdateError",
@@ -16,6 +17,7 @@ PUBLIC = [
     "ExtendedModelResponse",
     "HookReturnError",
     "InputAgentState",
+    "InterruptInFusedNodeWarning",
     "InvalidJumpError",
     "JumpTo",
     "MiddlewareConfigError",
@@ -68,7 +70,7 @@ def test_testing_kit_surface() -> None:
 def test_every_error_names_middleware_and_hook() -> None:
     for name in middleware_kit.__all__:
         obj = getattr(middleware_kit, name)
-        if isinstance(obj, type) and issubclass(obj, Exception):
+        if isinstance(obj, type) and issubclass(obj, Exception) and not issubclass(obj, Warning):
             assert issubclass(obj, middleware_kit.MiddlewareError), name
 
 
@@ -81,3 +83,11 @@ def test_never_imports_langchain() -> None:
 
 def test_py_typed_is_shipped() -> None:
     assert (pathlib.Path(middleware_kit.__file__).parent / "py.typed").exists()
+
+
+def test_every_public_name_also_imports_from_middleware_kit_middleware() -> None:
+    import middleware_kit.middleware as mw_module
+    from middleware_kit.middleware import create_agent, hook_config, wrap_model_call  # noqa: F401
+
+    for name in middleware_kit.__all__:
+        assert getattr(mw_module, name) is getattr(middleware_kit, name), name

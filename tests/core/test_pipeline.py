@@ -76,8 +76,9 @@ def test_middleware_tools_must_be_base_tools() -> None:
 
 
 def test_model_must_be_a_chat_model_instance() -> None:
-    with pytest.raises(TypeError, match="chat model instance"):
+    with pytest.raises(TypeError, match="chat model instance") as err:
         create_agent("openai:gpt-4o")  # type: ignore[arg-type]
+    assert (err.value.middleware, err.value.hook) == ("create_agent", "model")  # type: ignore[attr-defined]
     with pytest.raises(TypeError, match="system_prompt"):
         create_agent(ScriptedChatModel([]), system_prompt=3)  # type: ignore[arg-type]
 

@@ -325,15 +325,25 @@ def test_may_interrupt_after_model_hook_splits_the_node_and_the_model_runs_once(
 
 
 def test_undeclared_interrupt_in_a_shared_node_warns(run: Runner) -> None:
-    from middleware_kit.phases import InterruptInFusedNodeWarning
+    import warnings
+
+    from middleware_kit import InterruptInFusedNodeWarning
+
+    @before_model
+    def first(state: Any, runtime: Any) -> None: ...
 
     @before_model
     def sneaky(state: Any, runtime: Any) -> None:
         interrupt("hmm")
 
-    agent = create_agent(ScriptedChatModel(["a"]), middleware=[sneaky], checkpointer=InMemorySaver())
+    agent = create_agent(ScriptedChatModel(["a"]), middleware=[first, sneaky], checkpointer=InMemorySaver())
     with pytest.warns(InterruptInFusedNodeWarning, match=r"sneaky\.before_model.*may_interrupt=True"):
         run(agent, {"messages": [HumanMessage("q")]}, config={"configurable": {"thread_id": "t"}})
+    # First in its node, nothing ran before it that would run again: no warning.
+    alone = create_agent(ScriptedChatModel(["a"]), middleware=[sneaky], checkpointer=InMemorySaver())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", InterruptInFusedNodeWarning)
+        run(alone, {"messages": [HumanMessage("q")]}, config={"configurable": {"thread_id": "u"}})
 
 
 def test_one_model_call_writing_a_plain_key_twice_is_refused(run: Runner) -> None:
