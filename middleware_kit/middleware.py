@@ -107,7 +107,9 @@ class AgentMiddleware(Generic[StateT, MiddlewareContextT]):
         """Return the request for this model call (forward order, outside every wrapper)."""
         return request
 
-    async def amodify_model_request(self, request: ModelRequest[MiddlewareContextT], state: StateT) -> ModelRequest[Any]:
+    async def amodify_model_request(
+        self, request: ModelRequest[MiddlewareContextT], state: StateT
+    ) -> ModelRequest[Any]:
         """Async twin of :meth:`modify_model_request`."""
         return request
 
