@@ -15,14 +15,14 @@ from langgraph.runtime import Runtime
 from langgraph.store.base import BaseStore
 from langgraph.types import Command, StreamWriter
 
-from middleware_kit.chain import call_async, call_sync, compose
+from middleware_kit.chain import CallState, call_async, call_sync, compose
 from middleware_kit.errors import MiddlewareConfigError
 from middleware_kit.hooks import HOOKS
 from middleware_kit.middleware import AgentMiddleware
 from middleware_kit.phases import NodeStep, StateSemantics, bridge_node_hook
 from middleware_kit.pipeline import build_pipeline, defined_hooks
 from middleware_kit.schema import merge_state_schemas
-from middleware_kit.types import ModelRequest, ModelResponse, ToolCallRequest
+from middleware_kit.types import ExtendedModelResponse, ModelRequest, ModelResponse, ToolCallRequest
 
 __all__ = [
     "arun_hook",
@@ -142,29 +142,39 @@ def _model_base(handler: ModelHandlerLike | None) -> tuple[Callable[..., Any], C
     return base, abase
 
 
+def _with_commands(response: ModelResponse[Any], call: CallState) -> ModelResponse[Any] | ExtendedModelResponse[Any]:
+    if not call.commands:
+        return response
+    inner_first = sorted(call.commands, reverse=True)
+    updates = [pair for depth in inner_first for pair in call.commands[depth]._update_as_tuples()]
+    return ExtendedModelResponse(model_response=response, command=Command(update=updates))
+
+
 def run_model_chain(
     middleware: AgentMiddleware[Any, Any] | Sequence[AgentMiddleware[Any, Any]],
     request: ModelRequest[Any],
     handler: ModelHandlerLike | None = None,
-) -> ModelResponse[Any]:
+) -> ModelResponse[Any] | ExtendedModelResponse[Any]:
     """Run ``modify_model_request`` and ``wrap_model_call`` of ``middleware`` (first = outermost) around ``handler``
-    (default: call ``request.model``). Returns the response the outermost layer produced."""
+    (default: call ``request.model``). Returns the response the outermost layer produced; when wrappers returned
+    ``ExtendedModelResponse``s, an ``ExtendedModelResponse`` whose command holds all their updates, inner first
+    (the order an agent applies them in)."""
     pipeline = build_pipeline(_as_list(middleware), client_tools=(), validate_jumps=False)
     chain, _ = compose(pipeline.model_layers, *_model_base(handler))
-    response: ModelResponse[Any] = call_sync(chain, request)[0]
-    return response
+    response, call = call_sync(chain, request)
+    return _with_commands(response, call)
 
 
 async def arun_model_chain(
     middleware: AgentMiddleware[Any, Any] | Sequence[AgentMiddleware[Any, Any]],
     request: ModelRequest[Any],
     handler: ModelHandlerLike | None = None,
-) -> ModelResponse[Any]:
+) -> ModelResponse[Any] | ExtendedModelResponse[Any]:
     """Async twin of :func:`run_model_chain` (``handler`` may be sync or async)."""
     pipeline = build_pipeline(_as_list(middleware), client_tools=(), validate_jumps=False)
     _, achain = compose(pipeline.model_layers, *_model_base(handler))
-    response: ModelResponse[Any] = (await call_async(achain, request))[0]
-    return response
+    response, call = await call_async(achain, request)
+    return _with_commands(response, call)
 
 
 ToolHandlerLike = Callable[[ToolCallRequest], "ToolMessage | Command[Any]"]

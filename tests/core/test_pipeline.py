@@ -206,3 +206,19 @@ async def test_consecutive_sync_wrappers_share_one_thread_hop_under_async() -> N
     assert threads["s1"] == threads["s2"] != main  # one hop for the run of two sync layers
     assert threads["middle"] == main  # async layers stay on the loop
     assert threads["s3"] != main
+
+
+def test_run_model_chain_returns_the_commands_of_extended_responses_inner_first() -> None:
+    from langgraph.types import Command
+
+    def with_update(name: str) -> Any:
+        @wrap_model_call(name=name)
+        def w(request: Any, handler: Any) -> Any:
+            return ExtendedModelResponse(model_response=handler(request), command=Command(update={"notes": [name]}))
+
+        return w
+
+    result = run_model_chain([with_update("outer"), with_update("inner")], make_request(), lambda r: AIMessage("x"))
+    assert isinstance(result, ExtendedModelResponse)
+    assert result.model_response.result[0].content == "x"
+    assert result.command is not None and result.command.update == [("notes", ["inner"]), ("notes", ["outer"])]
