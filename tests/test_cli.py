@@ -1,0 +1,44 @@
+"""``python -m middleware_kit plan MODULE:ATTR`` prints any agent's plan and graph."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+
+def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "middleware_kit", *args], capture_output=True, text=True,
+                          timeout=120, cwd=cwd)
+
+
+def test_plan_of_an_agent_and_of_a_factory(tmp_path: Path) -> None:
+    (tmp_path / "my_agents.py").write_text(
+        "from middleware_kit import before_model, create_agent\n"
+        "from middleware_kit.testing import ScriptedChatModel\n"
+        "@before_model\n"
+        "def audit(state, runtime):\n"
+        "    return None\n"
+        "agent = create_agent(ScriptedChatModel(['hi']), middleware=[audit], name='support')\n"
+        "def make():\n"
+        "    return agent\n"
+    )
+    out = run_cli("plan", "my_agents:agent", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "middleware plan of 'support'" in out.stdout and "audit" in out.stdout
+    assert "graph TD;" in out.stdout
+    factory = run_cli("plan", "my_agents:make", "--no-mermaid", cwd=tmp_path)
+    assert factory.returncode == 0 and "graph TD;" not in factory.stdout
+
+
+def test_plan_errors_say_what_is_wrong(tmp_path: Path) -> None:
+    (tmp_path / "not_agents.py").write_text("value = 3\n")
+    assert "expected MODULE:ATTR" in run_cli("plan", "nocolon", cwd=tmp_path).stderr
+    assert "cannot import" in run_cli("plan", "missing_module:x", cwd=tmp_path).stderr
+    assert "no attribute 'y'" in run_cli("plan", "not_agents:y", cwd=tmp_path).stderr
+    assert "not an agent" in run_cli("plan", "not_agents:value", cwd=tmp_path).stderr
+
+
+def test_demo_subcommand(tmp_path: Path) -> None:
+    out = run_cli("demo", cwd=tmp_path)
+    assert out.returncode == 0 and "same 14 hooks in the same order: yes" in out.stdout
