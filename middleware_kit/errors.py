@@ -50,7 +50,8 @@ class MiddlewareError(Exception):
 
 
 class MiddlewareConfigError(MiddlewareError, ValueError):
-    """The agent cannot be built as asked: found by ``create_agent``, before anything runs."""
+    """The agent cannot work as configured: found by ``create_agent`` before anything runs wherever possible, else at
+    first use (e.g. a human-in-the-loop review in an agent built without a checkpointer)."""
 
 
 class HookReturnError(MiddlewareError, TypeError):

@@ -9,23 +9,33 @@ import middleware_kit
 import middleware_kit.testing
 
 PUBLIC = [
+    "Action",
     "AgentArgumentError",
     "AgentMiddleware",
     "AgentState",
     "ConflictingUpdateError",
     "ContextT",
+    "Decision",
     "ExtendedModelResponse",
     "HookReturnError",
+    "HumanInTheLoopMiddleware",
     "InputAgentState",
     "InterruptInFusedNodeWarning",
+    "InterruptOnConfig",
     "InvalidJumpError",
+    "InvalidResumeError",
     "JumpTo",
     "MiddlewareConfigError",
     "MiddlewareError",
     "MiddlewarePlan",
+    "ModelCallLimitExceededError",
+    "ModelCallLimitMiddleware",
+    "ModelCallLimitState",
     "ModelCallResult",
+    "ModelFallbackMiddleware",
     "ModelRequest",
     "ModelResponse",
+    "ModelRetryMiddleware",
     "OmitFromInput",
     "OmitFromOutput",
     "OmitFromSchema",
@@ -35,7 +45,12 @@ PUBLIC = [
     "ResponseT",
     "Runtime",
     "StateSchemaConflictError",
+    "ToolCallLimitExceededError",
+    "ToolCallLimitMiddleware",
+    "ToolCallLimitState",
     "ToolCallRequest",
+    "ToolErrorMiddleware",
+    "ToolRetryMiddleware",
     "UnknownStateKeyError",
     "UnknownToolError",
     "__version__",
@@ -59,6 +74,17 @@ def test_all_is_sorted_and_pinned() -> None:
     assert middleware_kit.__all__ == PUBLIC
     for name in middleware_kit.__all__:
         assert hasattr(middleware_kit, name), name
+
+
+def test_bundled_middlewares_surface() -> None:
+    import middleware_kit.middlewares as bundled
+
+    assert bundled.__all__ == sorted(bundled.__all__)
+    for name in bundled.__all__:
+        assert hasattr(bundled, name), name
+    top_level = [n for n in middleware_kit.__all__ if hasattr(bundled, n)]
+    for name in top_level:
+        assert getattr(middleware_kit, name) is getattr(bundled, name)
 
 
 def test_testing_kit_surface() -> None:

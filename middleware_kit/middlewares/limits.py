@@ -1,0 +1,383 @@
+"""``ModelCallLimitMiddleware`` and ``ToolCallLimitMiddleware``: cap model and tool calls per thread and per run.
+
+Counts live in state, so the middlewares are stateless and the limits hold across processes: *thread* counts are
+checkpointed with the thread and persist across invocations; *run* counts are reset by ``before_agent`` at the
+start of each invocation (not on resume: a resumed run is the same run). Without a checkpointer every invocation is
+a new thread, so thread and run limits coincide.
+
+Ending early keeps the tool-call pairing guarantee: every call of the last ``AIMessage`` gets a ``ToolMessage``
+before the run ends.
+
+The count keys have reducers, so several instances may share them: every ``ModelCallLimitMiddleware`` counts the
+same model calls (and writes the same totals), and each ``ToolCallLimitMiddleware`` counts under its own tool name
+(``"__all__"`` without one).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, NotRequired
+
+from langchain_core.messages import AIMessage, ToolCall, ToolMessage
+from langgraph.runtime import Runtime
+from langgraph.types import Command
+
+from middleware_kit.decorators import hook_config
+from middleware_kit.errors import MiddlewareConfigError, MiddlewareError
+from middleware_kit.hooks import AsyncModelHandler, ModelHandler
+from middleware_kit.middleware import AgentMiddleware
+from middleware_kit.pairing import last_ai_index
+from middleware_kit.types import AgentState, ExtendedModelResponse, ModelRequest, PrivateStateAttr
+
+__all__ = [
+    "ModelCallLimitExceededError",
+    "ModelCallLimitMiddleware",
+    "ModelCallLimitState",
+    "ToolCallLimitExceededError",
+    "ToolCallLimitMiddleware",
+    "ToolCallLimitState",
+]
+
+ALL_TOOLS = "__all__"
+"""The count key of a ``ToolCallLimitMiddleware`` without ``tool_name``."""
+
+
+def _latest(current: int, new: int) -> int:
+    """Reducer: the newest write wins (several instances may write the same total in one step)."""
+    return new
+
+
+def _merge(current: dict[str, int] | None, new: dict[str, int]) -> dict[str, int]:
+    """Reducer: per-key update of a tool-name -> count mapping."""
+    return {**(current or {}), **new}
+
+
+class ModelCallLimitState(AgentState):
+    """State of :class:`ModelCallLimitMiddleware`: model calls made in this thread and in this run."""
+
+    thread_model_call_count: NotRequired[Annotated[int, PrivateStateAttr, _latest]]
+    run_model_call_count: NotRequired[Annotated[int, PrivateStateAttr, _latest]]
+
+
+class ToolCallLimitState(AgentState):
+    """State of :class:`ToolCallLimitMiddleware`: tool calls per tool name (``"__all__"``: every tool), per thread
+    and per run."""
+
+    thread_tool_call_count: NotRequired[Annotated[dict[str, int], PrivateStateAttr, _merge]]
+    run_tool_call_count: NotRequired[Annotated[dict[str, int], PrivateStateAttr, _merge]]
+
+
+def _check_limits(owner: str, thread_limit: object, run_limit: object) -> None:
+    for param, value in (("thread_limit", thread_limit), ("run_limit", run_limit)):
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+            raise MiddlewareConfigError(
+                f"{owner}: {param} must be an int >= 0 or None, got {value!r}.", middleware=owner, hook=param
+            )
+    if thread_limit is None and run_limit is None:
+        raise MiddlewareConfigError(
+            f"{owner}: at least one limit must be specified: pass thread_limit=..., run_limit=... or both.",
+            middleware=owner,
+            hook="thread_limit",
+        )
+
+
+def _check_exit(owner: str, exit_behavior: object, allowed: tuple[str, ...]) -> None:
+    if exit_behavior not in allowed:
+        raise MiddlewareConfigError(
+            f"{owner}: exit_behavior must be one of {', '.join(map(repr, allowed))}, got {exit_behavior!r}.",
+            middleware=owner,
+            hook="exit_behavior",
+        )
+
+
+def _which(count: tuple[int, int], limits: tuple[int | None, int | None]) -> str:
+    """'thread limit 3/3, run limit 2/2' for the limits that are reached by ``count``."""
+    parts = [
+        f"{scope} limit {n}/{limit}"
+        for scope, n, limit in (("thread", count[0], limits[0]), ("run", count[1], limits[1]))
+        if limit is not None and n >= limit
+    ]
+    return ", ".join(parts)
+
+
+# -- model calls -----------------------------------------------------------------------------------------------
+class ModelCallLimitExceededError(MiddlewareError):
+    """A model call would exceed a limit of :class:`ModelCallLimitMiddleware` (``exit_behavior="error"``).
+
+    Attributes:
+        thread_count: Model calls already made in this thread.
+        run_count: Model calls already made in this run.
+        thread_limit: The thread limit (None if unset).
+        run_limit: The run limit (None if unset).
+    """
+
+    def __init__(
+        self,
+        thread_count: int,
+        run_count: int,
+        thread_limit: int | None,
+        run_limit: int | None,
+        *,
+        middleware: str = "ModelCallLimitMiddleware",
+    ) -> None:
+        reached = _which((thread_count, run_count), (thread_limit, run_limit))
+        super().__init__(
+            f"{middleware}: model call limit reached ({reached}), so the model was not called again. Raise the "
+            f"limit, start a new thread (thread limit) or a new run (run limit), or pass exit_behavior='end' to "
+            f"end the run with a message instead of raising.",
+            middleware=middleware,
+            hook="before_model",
+        )
+        self.thread_count = thread_count
+        self.run_count = run_count
+        self.thread_limit = thread_limit
+        self.run_limit = run_limit
+
+
+class ModelCallLimitMiddleware(AgentMiddleware[ModelCallLimitState, Any]):
+    """Cap the model calls of a thread and of a run.
+
+    Args:
+        thread_limit: Model calls allowed per thread (persisted by the checkpointer across invocations).
+        run_limit: Model calls allowed per invocation.
+        exit_behavior: When a call would exceed a limit: ``"end"`` (default) ends the run with an ``AIMessage``
+            saying which limit was reached; ``"error"`` raises :class:`ModelCallLimitExceededError`.
+
+    At least one limit is required. A model call counts once it returned a response (a retried call counts once).
+    """
+
+    state_schema = ModelCallLimitState
+
+    def __init__(
+        self,
+        *,
+        thread_limit: int | None = None,
+        run_limit: int | None = None,
+        exit_behavior: Literal["end", "error"] = "end",
+    ) -> None:
+        _check_limits(type(self).__name__, thread_limit, run_limit)
+        _check_exit(type(self).__name__, exit_behavior, ("end", "error"))
+        self.thread_limit = thread_limit
+        self.run_limit = run_limit
+        self.exit_behavior = exit_behavior
+
+    def _counts(self, state: Any) -> tuple[int, int]:
+        return int(state.get("thread_model_call_count") or 0), int(state.get("run_model_call_count") or 0)
+
+    def before_agent(self, state: ModelCallLimitState, runtime: Runtime[Any]) -> dict[str, Any]:
+        return {"run_model_call_count": 0}
+
+    async def abefore_agent(self, state: ModelCallLimitState, runtime: Runtime[Any]) -> dict[str, Any]:
+        return self.before_agent(state, runtime)
+
+    @hook_config(can_jump_to=["end"])
+    def before_model(self, state: ModelCallLimitState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        thread_count, run_count = self._counts(state)
+        if not (
+            (self.thread_limit is not None and thread_count >= self.thread_limit)
+            or (self.run_limit is not None and run_count >= self.run_limit)
+        ):
+            return None
+        if self.exit_behavior == "error":
+            raise ModelCallLimitExceededError(
+                thread_count, run_count, self.thread_limit, self.run_limit, middleware=self.name
+            )
+        reached = _which((thread_count, run_count), (self.thread_limit, self.run_limit))
+        return {
+            "jump_to": "end",
+            "messages": [AIMessage(content=f"Model call limit reached ({reached}); the run stopped here.")],
+        }
+
+    @hook_config(can_jump_to=["end"])
+    async def abefore_model(self, state: ModelCallLimitState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        return self.before_model(state, runtime)
+
+    def _counted(self, request: ModelRequest[Any], response: Any) -> ExtendedModelResponse[Any]:
+        thread_count, run_count = self._counts(request.state or {})
+        update = {"thread_model_call_count": thread_count + 1, "run_model_call_count": run_count + 1}
+        return ExtendedModelResponse(model_response=response, command=Command(update=update))
+
+    def wrap_model_call(self, request: ModelRequest[Any], handler: ModelHandler) -> ExtendedModelResponse[Any]:
+        return self._counted(request, handler(request))
+
+    async def awrap_model_call(
+        self, request: ModelRequest[Any], handler: AsyncModelHandler
+    ) -> ExtendedModelResponse[Any]:
+        return self._counted(request, await handler(request))
+
+
+# -- tool calls ------------------------------------------------------------------------------------------------
+class ToolCallLimitExceededError(MiddlewareError):
+    """The model asked for tool calls that would exceed a limit of :class:`ToolCallLimitMiddleware`
+    (``exit_behavior="error"``).
+
+    Attributes:
+        thread_count: Calls of the limited tool(s) in this thread, counting the ones just requested.
+        run_count: The same, in this run.
+        thread_limit: The thread limit (None if unset).
+        run_limit: The run limit (None if unset).
+        tool_name: The limited tool, or None when the limit is on every tool.
+    """
+
+    def __init__(
+        self,
+        thread_count: int,
+        run_count: int,
+        thread_limit: int | None,
+        run_limit: int | None,
+        tool_name: str | None = None,
+        *,
+        middleware: str = "ToolCallLimitMiddleware",
+    ) -> None:
+        what = f"'{tool_name}' calls" if tool_name else "tool calls"
+        limits = ", ".join(
+            f"{scope} {n}/{limit}"
+            for scope, n, limit in (("thread", thread_count, thread_limit), ("run", run_count, run_limit))
+            if limit is not None
+        )
+        super().__init__(
+            f"{middleware}: the model asked for more {what} than allowed ({limits}), so none of them ran. Raise "
+            f"the limit, start a new thread (thread limit) or a new run (run limit), or pass "
+            f"exit_behavior='continue' (the model is told the call was refused) or 'end'.",
+            middleware=middleware,
+            hook="after_model",
+        )
+        self.thread_count = thread_count
+        self.run_count = run_count
+        self.thread_limit = thread_limit
+        self.run_limit = run_limit
+        self.tool_name = tool_name
+
+
+class ToolCallLimitMiddleware(AgentMiddleware[ToolCallLimitState, Any]):
+    """Cap the calls of one tool (``tool_name``) or of every tool, per thread and per run.
+
+    Args:
+        tool_name: The tool to limit; None (default) limits every tool call together.
+        thread_limit: Calls allowed per thread (persisted by the checkpointer across invocations).
+        run_limit: Calls allowed per invocation.
+        exit_behavior: When the model asks for calls beyond a limit:
+
+            - ``"continue"`` (default): those calls are answered with an error ``ToolMessage`` telling the model not
+              to call the tool again; the calls within the limit run, and the model is called again;
+            - ``"error"``: raise :class:`ToolCallLimitExceededError` (no call of that model turn runs);
+            - ``"end"``: end the run: the refused calls get that error ``ToolMessage``, the model's other calls a
+              "not executed" one, and a final ``AIMessage`` says which limit was reached.
+
+    Its ``name`` includes the tool (``"ToolCallLimitMiddleware[search]"``), so one agent may list one per tool.
+    Calls are counted when the model asks for them and they are allowed (refused calls do not count).
+    """
+
+    state_schema = ToolCallLimitState
+
+    def __init__(
+        self,
+        *,
+        tool_name: str | None = None,
+        thread_limit: int | None = None,
+        run_limit: int | None = None,
+        exit_behavior: Literal["continue", "error", "end"] = "continue",
+    ) -> None:
+        _check_limits(type(self).__name__, thread_limit, run_limit)
+        _check_exit(type(self).__name__, exit_behavior, ("continue", "error", "end"))
+        self.tool_name = tool_name
+        self.thread_limit = thread_limit
+        self.run_limit = run_limit
+        self.exit_behavior = exit_behavior
+
+    @property
+    def name(self) -> str:
+        """``ToolCallLimitMiddleware[tool]`` with a ``tool_name``, else the class name (unless set explicitly)."""
+        explicit: str | None = self.__dict__.get("_middleware_name")
+        if explicit is not None:
+            return explicit
+        base = type(self).__name__
+        return f"{base}[{self.tool_name}]" if self.tool_name is not None else base
+
+    @name.setter
+    def name(self, value: str) -> None:
+        self.__dict__["_middleware_name"] = value
+
+    @property
+    def _key(self) -> str:
+        return self.tool_name if self.tool_name is not None else ALL_TOOLS
+
+    def before_agent(self, state: ToolCallLimitState, runtime: Runtime[Any]) -> dict[str, Any]:
+        return {"run_tool_call_count": {self._key: 0}}
+
+    async def abefore_agent(self, state: ToolCallLimitState, runtime: Runtime[Any]) -> dict[str, Any]:
+        return self.before_agent(state, runtime)
+
+    def _refusal(self, call: ToolCall) -> ToolMessage:
+        what = f"'{call['name']}' may not be called again" if self.tool_name else "no more tool calls are allowed"
+        return ToolMessage(
+            content=f"Tool call limit reached: {what}. Do not retry it; continue with the information you have.",
+            tool_call_id=call["id"] or "",
+            name=call["name"],
+            status="error",
+        )
+
+    @hook_config(can_jump_to=["end"])
+    def after_model(self, state: ToolCallLimitState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        messages = state.get("messages") or []
+        i = last_ai_index(messages)
+        if i < 0 or not messages[i].tool_calls:  # type: ignore[union-attr]
+            return None
+        answered = {m.tool_call_id for m in messages[i + 1 :] if isinstance(m, ToolMessage)}
+        pending = [c for c in messages[i].tool_calls if c["id"] not in answered]  # type: ignore[union-attr]
+        key = self._key
+        thread0 = int((state.get("thread_tool_call_count") or {}).get(key, 0))
+        run0 = int((state.get("run_tool_call_count") or {}).get(key, 0))
+        thread_count, run_count = thread0, run0
+        matching = [c for c in pending if self.tool_name is None or c["name"] == self.tool_name]
+        allowed: list[ToolCall] = []
+        refused: list[ToolCall] = []
+        for call in matching:
+            if (self.thread_limit is not None and thread_count + 1 > self.thread_limit) or (
+                self.run_limit is not None and run_count + 1 > self.run_limit
+            ):
+                refused.append(call)
+            else:
+                allowed.append(call)
+                thread_count += 1
+                run_count += 1
+        if not refused:
+            if not allowed:
+                return None
+            return {"thread_tool_call_count": {key: thread_count}, "run_tool_call_count": {key: run_count}}
+        if self.exit_behavior == "error":
+            raise ToolCallLimitExceededError(
+                thread0 + len(matching),
+                run0 + len(matching),
+                self.thread_limit,
+                self.run_limit,
+                self.tool_name,
+                middleware=self.name,
+            )
+        if self.exit_behavior == "continue":
+            return {
+                "messages": [self._refusal(call) for call in refused],
+                "thread_tool_call_count": {key: thread_count},
+                "run_tool_call_count": {key: run_count},
+            }
+        # "end": answer every open call of the turn, in call order (the pairing guarantee), then say why it ended.
+        refused_ids = {call["id"] for call in refused}
+        answers = [
+            self._refusal(call)
+            if call["id"] in refused_ids
+            else ToolMessage(
+                content=f"Tool call '{call['name']}' was not executed: the run ended because a tool call limit "
+                f"was reached.",
+                tool_call_id=call["id"] or "",
+                name=call["name"],
+                status="error",
+            )
+            for call in pending
+        ]
+        what = f"'{self.tool_name}' calls" if self.tool_name else "tool calls"
+        reached = _which((thread_count, run_count), (self.thread_limit, self.run_limit))
+        final = AIMessage(content=f"Tool call limit reached for {what} ({reached}); the run stopped here.")
+        return {"jump_to": "end", "messages": [*answers, final]}
+
+    @hook_config(can_jump_to=["end"])
+    async def aafter_model(self, state: ToolCallLimitState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        return self.after_model(state, runtime)

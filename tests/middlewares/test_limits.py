@@ -1,0 +1,227 @@
+"""ModelCallLimitMiddleware and ToolCallLimitMiddleware: thread limits across invocations, run limits per invocation."""
+
+from __future__ import annotations
+
+import pickle
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langgraph.checkpoint.memory import InMemorySaver
+
+from middleware_kit import MiddlewareConfigError, MiddlewareError, create_agent
+from middleware_kit.middlewares.limits import (
+    ModelCallLimitExceededError,
+    ModelCallLimitMiddleware,
+    ToolCallLimitExceededError,
+    ToolCallLimitMiddleware,
+)
+from middleware_kit.middlewares.retry import ModelRetryMiddleware
+from middleware_kit.testing import ScriptedChatModel, tool_call
+from tests.conftest import Runner, add, echo
+from tests.helpers import kinds
+
+
+def ask(text: str = "q") -> dict[str, Any]:
+    return {"messages": [HumanMessage(text)]}
+
+
+def thread(name: str = "t") -> dict[str, Any]:
+    return {"configurable": {"thread_id": name}}
+
+
+def calls(*names: str) -> AIMessage:
+    args = {"add": {"a": 1, "b": 2}, "echo": {"text": "x"}}
+    return AIMessage("", tool_calls=[tool_call(n, args[n]) for n in names])
+
+
+def assert_paired(messages: list[Any]) -> None:
+    """Every tool call has exactly one ToolMessage, right after its AIMessage's other answers."""
+    for i, message in enumerate(messages):
+        if isinstance(message, AIMessage) and message.tool_calls:
+            answers = []
+            for later in messages[i + 1 :]:
+                if not isinstance(later, ToolMessage):
+                    break
+                answers.append(later.tool_call_id)
+            assert sorted(answers) == sorted(c["id"] for c in message.tool_calls)
+
+
+# -- model calls ------------------------------------------------------------------------------------------------
+def test_run_limit_ends_the_run_with_a_message(run: Runner) -> None:
+    model = ScriptedChatModel([calls("add")], cycle=True)  # would loop forever
+    agent = create_agent(model, [add], middleware=[ModelCallLimitMiddleware(run_limit=2)])
+    result = run(agent, ask())
+    assert model.call_count == 2
+    assert result["messages"][-1].content == "Model call limit reached (run limit 2/2); the run stopped here."
+    assert kinds(result["messages"]) == ["HumanMessage", "AIMessage", "ToolMessage", "AIMessage", "ToolMessage",
+                                         "AIMessage"]
+    assert_paired(result["messages"])
+    assert "run_model_call_count" not in result and "thread_model_call_count" not in result
+
+
+def test_thread_limit_persists_across_invocations_and_run_limit_resets(run: Runner) -> None:
+    model = ScriptedChatModel(["answer"], cycle=True)
+    agent = create_agent(model, middleware=[ModelCallLimitMiddleware(thread_limit=3, run_limit=1)],
+                         checkpointer=InMemorySaver())
+    for _ in range(3):  # run_limit=1 each time: the run count starts again at 0
+        assert run(agent, ask(), config=thread())["messages"][-1].content == "answer"
+    result = run(agent, ask(), config=thread())
+    assert result["messages"][-1].content == "Model call limit reached (thread limit 3/3); the run stopped here."
+    assert model.call_count == 3
+    assert agent.get_state(thread()).values["thread_model_call_count"] == 3
+
+    assert run(agent, ask(), config=thread("other"))["messages"][-1].content == "answer"  # another thread
+
+
+def test_exit_behavior_error_raises_with_the_counts(run: Runner) -> None:
+    model = ScriptedChatModel([calls("add")], cycle=True)
+    agent = create_agent(model, [add], middleware=[ModelCallLimitMiddleware(run_limit=1, exit_behavior="error")])
+    with pytest.raises(ModelCallLimitExceededError) as err:
+        run(agent, ask())
+    error = err.value
+    assert isinstance(error, MiddlewareError)
+    assert (error.thread_count, error.run_count, error.thread_limit, error.run_limit) == (1, 1, None, 1)
+    assert (error.middleware, error.hook) == ("ModelCallLimitMiddleware", "before_model")
+    assert "run limit 1/1" in str(error) and "exit_behavior='end'" in str(error)
+    assert pickle.loads(pickle.dumps(error)).run_count == 1
+
+
+def test_a_retried_model_call_counts_once(run: Runner) -> None:
+    model = ScriptedChatModel([ConnectionError(), calls("add"), ConnectionError(), "done"])
+    limit = ModelCallLimitMiddleware(run_limit=2, exit_behavior="error")
+    agent = create_agent(model, [add], middleware=[limit, ModelRetryMiddleware(sleep=lambda s: None)],
+                         checkpointer=InMemorySaver())
+    assert run(agent, ask(), config=thread())["messages"][-1].content == "done"
+    assert agent.get_state(thread()).values["run_model_call_count"] == 2
+
+
+def test_several_model_limits_share_the_counts(run: Runner) -> None:
+    soft = ModelCallLimitMiddleware(run_limit=2)
+    hard = ModelCallLimitMiddleware(thread_limit=10, exit_behavior="error")
+    hard.name = "HardModelLimit"
+    model = ScriptedChatModel([calls("add")], cycle=True)
+    agent = create_agent(model, [add], middleware=[soft, hard], checkpointer=InMemorySaver())
+    result = run(agent, ask(), config=thread())
+    assert model.call_count == 2 and result["messages"][-1].content.startswith("Model call limit reached")
+    assert agent.get_state(thread()).values["thread_model_call_count"] == 2  # not 4
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({}, "at least one limit"),
+        ({"run_limit": -1}, "run_limit must be an int >= 0"),
+        ({"thread_limit": "3"}, "thread_limit must be an int >= 0"),
+        ({"run_limit": 1, "exit_behavior": "continue"}, "exit_behavior must be one of 'end', 'error'"),
+    ],
+)
+def test_model_limit_validation(kwargs: dict[str, Any], match: str) -> None:
+    with pytest.raises(MiddlewareConfigError, match=match):
+        ModelCallLimitMiddleware(**kwargs)
+
+
+# -- tool calls -------------------------------------------------------------------------------------------------
+def test_tool_limit_continue_refuses_the_calls_beyond_the_limit(run: Runner) -> None:
+    model = ScriptedChatModel([calls("add", "add", "echo"), "done"])
+    agent = create_agent(model, [add, echo], middleware=[ToolCallLimitMiddleware(tool_name="add", run_limit=1)])
+    result = run(agent, ask())
+    answers = {m.tool_call_id: m for m in result["messages"] if isinstance(m, ToolMessage)}
+    first, second, third = (c["id"] for c in result["messages"][1].tool_calls)
+    assert answers[first].content == "3" and answers[third].content == "x"
+    assert answers[second].status == "error"
+    assert answers[second].content == (
+        "Tool call limit reached: 'add' may not be called again. Do not retry it; continue with the information "
+        "you have."
+    )
+    assert result["messages"][-1].content == "done"
+    assert_paired(result["messages"])
+    assert any(m.content == answers[second].content for m in model.calls[1].messages)  # the model was told
+
+
+def test_tool_thread_limit_across_invocations(run: Runner) -> None:
+    model = ScriptedChatModel([calls("add"), "ok"], cycle=True)
+    agent = create_agent(model, [add], middleware=[ToolCallLimitMiddleware(thread_limit=2, run_limit=1)],
+                         checkpointer=InMemorySaver())
+    for _ in range(2):
+        result = run(agent, ask(), config=thread())
+        assert result["messages"][-2].content == "3"  # the tool ran
+    result = run(agent, ask(), config=thread())
+    assert result["messages"][-2].status == "error" and "no more tool calls" in result["messages"][-2].content
+    values = agent.get_state(thread()).values
+    assert values["thread_tool_call_count"] == {"__all__": 2}
+    assert values["run_tool_call_count"] == {"__all__": 0}
+    assert_paired(result["messages"])
+
+
+def test_tool_run_limit_resets_each_invocation(run: Runner) -> None:
+    model = ScriptedChatModel([calls("add"), calls("add"), "ok"], cycle=True)
+    agent = create_agent(model, [add], middleware=[ToolCallLimitMiddleware(run_limit=1)],
+                         checkpointer=InMemorySaver())
+    for _ in range(2):
+        result = run(agent, ask(), config=thread())
+        ran = [m for m in result["messages"][-4:] if isinstance(m, ToolMessage)]
+        assert [m.status for m in ran] == ["success", "error"]
+
+
+def test_tool_limit_error_raises_with_the_counts(run: Runner) -> None:
+    model = ScriptedChatModel([calls("add", "add"), "never"])
+    limit = ToolCallLimitMiddleware(tool_name="add", thread_limit=1, exit_behavior="error")
+    with pytest.raises(ToolCallLimitExceededError) as err:
+        run(create_agent(model, [add], middleware=[limit]), ask())
+    error = err.value
+    assert (error.thread_count, error.run_count, error.thread_limit, error.run_limit, error.tool_name) == (
+        2, 2, 1, None, "add")
+    assert (error.middleware, error.hook) == ("ToolCallLimitMiddleware[add]", "after_model")
+    assert "thread 2/1" in str(error) and "exit_behavior='continue'" in str(error)
+
+
+def test_tool_limit_end_closes_every_call_and_ends(run: Runner) -> None:
+    model = ScriptedChatModel([calls("add"), calls("echo", "add"), "next run"])
+    saver = InMemorySaver()
+    limit = ToolCallLimitMiddleware(tool_name="add", thread_limit=1, exit_behavior="end")
+    agent = create_agent(model, [add, echo], middleware=[limit], checkpointer=saver)
+    result = run(agent, ask(), config=thread())
+    assert model.call_count == 2
+    tail = result["messages"][3:]
+    assert kinds(tail) == ["AIMessage", "ToolMessage", "ToolMessage", "AIMessage"]
+    echo_answer, add_answer = tail[1], tail[2]  # in call order
+    assert echo_answer.content.startswith("Tool call 'echo' was not executed") and echo_answer.status == "error"
+    assert add_answer.content.startswith("Tool call limit reached: 'add'") and add_answer.status == "error"
+    assert tail[-1].content == "Tool call limit reached for 'add' calls (thread limit 1/1); the run stopped here."
+    assert_paired(result["messages"])
+    # The thread is left valid: the next invocation sends the model a complete history.
+    assert run(agent, ask("again"), config=thread())["messages"][-1].content == "next run"
+    assert_paired(list(model.calls[-1].messages))
+
+
+def test_several_tool_limits_in_one_agent(run: Runner) -> None:
+    per_tool = ToolCallLimitMiddleware(tool_name="add", run_limit=1)
+    overall = ToolCallLimitMiddleware(run_limit=2)
+    assert (per_tool.name, overall.name) == ("ToolCallLimitMiddleware[add]", "ToolCallLimitMiddleware")
+    model = ScriptedChatModel([calls("add", "echo"), calls("add", "echo"), "done"])
+    agent = create_agent(model, [add, echo], middleware=[overall, per_tool], checkpointer=InMemorySaver())
+    result = run(agent, ask(), config=thread())
+    statuses = [(m.name, m.status) for m in result["messages"] if isinstance(m, ToolMessage)]
+    assert statuses == [("add", "success"), ("echo", "success"), ("add", "error"), ("echo", "error")]
+    assert agent.get_state(thread()).values["run_tool_call_count"] == {"add": 1, "__all__": 2}
+    assert_paired(result["messages"])
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"tool_name": "add"}, "at least one limit"),
+        ({"run_limit": True}, "run_limit must be an int >= 0"),
+        ({"run_limit": 1, "exit_behavior": "stop"}, "exit_behavior must be one of 'continue', 'error', 'end'"),
+    ],
+)
+def test_tool_limit_validation(kwargs: dict[str, Any], match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        ToolCallLimitMiddleware(**kwargs)
+
+
+def test_explicit_name_wins() -> None:
+    limit = ToolCallLimitMiddleware(tool_name="add", run_limit=1)
+    limit.name = "AddBudget"
+    assert limit.name == "AddBudget"
