@@ -58,6 +58,7 @@ from middleware_kit.decorators import hook_config
 from middleware_kit.errors import MiddlewareConfigError, MiddlewareError
 from middleware_kit.hooks import AsyncModelHandler, ModelHandler, ToolResult
 from middleware_kit.middleware import AgentMiddleware
+from middleware_kit.middlewares._stream import emit
 from middleware_kit.pairing import last_ai_index, pending_tool_calls
 from middleware_kit.types import (
     AgentState,
@@ -740,9 +741,6 @@ class HumanInTheLoopMiddleware(AgentMiddleware[HumanInTheLoopState, Any]):
         outcomes: Sequence[_Outcome] | None,
         request: HITLRequest | None = None,
     ) -> None:
-        writer = getattr(runtime, "stream_writer", None)
-        if writer is None:
-            return
         payload: dict[str, Any] = {"middleware": self.name, "event": event, "interrupt_mode": self.interrupt_mode}
         if request is not None:
             payload["action_requests"] = request["action_requests"]
@@ -751,7 +749,7 @@ class HumanInTheLoopMiddleware(AgentMiddleware[HumanInTheLoopState, Any]):
             payload["decisions"] = [
                 {"id": o.gate.call["id"], "name": o.gate.call["name"], "type": o.kind} for o in outcomes
             ]
-        writer(payload)
+        emit(runtime, payload)
 
     # -- parsing the resume value ----------------------------------------------------------------------------------
     def _invalid(self, message: str, gate: _Gate | None = None) -> InvalidResumeError:
