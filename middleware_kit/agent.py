@@ -20,6 +20,7 @@ from middleware_kit.middleware import AgentMiddleware
 from middleware_kit.pipeline import build_pipeline
 from middleware_kit.plan import MiddlewarePlan, build_plan
 from middleware_kit.schema import merge_state_schemas
+from middleware_kit.structured_output import to_strategy
 
 __all__ = ["create_agent"]
 
@@ -98,7 +99,11 @@ def create_agent(
         tools: Tools the model may call (``BaseTool``s, functions, or provider tool dicts).
         system_prompt: Sent first on every model call, never stored in state.
         middleware: ``AgentMiddleware`` instances, outermost first.
-        response_format: Carried on every ``ModelRequest``; a middleware may turn it into a structured response.
+        response_format: Structured output: ``ToolStrategy(schema)`` or a bare schema (pydantic model, dataclass,
+            TypedDict, JSON schema dict with a ``title``; wrapped in a ``ToolStrategy``). The model is offered a
+            structured tool; when it calls it, the parsed object lands in ``result["structured_response"]`` and the
+            run ends (after any regular tools called in the same message). On every ``ModelRequest`` as
+            ``response_format`` (a wrapper may override it).
         state_schema: A TypedDict extending ``AgentState`` with extra state keys.
         context_schema: The type of ``invoke(..., context=...)`` (dataclass, pydantic model or TypedDict).
         checkpointer, store, interrupt_before, interrupt_after, debug, name: passed to LangGraph's ``compile``.
@@ -115,6 +120,7 @@ def create_agent(
         )
     client_tools, provider_tools = _split_tools(tools)
     system_message = _system_message(system_prompt)
+    strategy = to_strategy(response_format)
     pipeline = build_pipeline(middleware, client_tools=client_tools)
 
     sources: list[tuple[str, type[Any]]] = []
@@ -141,7 +147,7 @@ def create_agent(
         pipeline=pipeline,
         schema=merged,
         system_message=system_message,
-        response_format=response_format,
+        response_format=strategy,
         context_schema=context_schema,
     )
     for option, nodes in (("interrupt_before", interrupt_before), ("interrupt_after", interrupt_after)):

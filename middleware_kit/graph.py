@@ -33,11 +33,17 @@ from langgraph.runtime import Runtime
 from langgraph.types import Command, Send
 
 from middleware_kit.chain import _note_bubble, call_async, call_sync, compose
-from middleware_kit.errors import ConflictingUpdateError, UnknownStateKeyError, UnknownToolError
+from middleware_kit.errors import (
+    ConflictingUpdateError,
+    MiddlewareConfigError,
+    UnknownStateKeyError,
+    UnknownToolError,
+)
 from middleware_kit.pairing import PairingFix, close_pending, closing_messages, last_ai_index, pending_tool_calls
 from middleware_kit.phases import Item, ModelStep, NodeResult, NodeRunner, NodeStep, StateSemantics
 from middleware_kit.pipeline import Pipeline
 from middleware_kit.schema import MergedSchema
+from middleware_kit.structured_output import ToolStrategy, is_structured_answer, parse_model_output, to_strategy
 from middleware_kit.types import ModelRequest, ModelResponse, ToolCallRequest
 
 __all__ = ["AgentGraph", "build_graph"]
@@ -69,7 +75,7 @@ def build_graph(
     pipeline: Pipeline,
     schema: MergedSchema,
     system_message: SystemMessage | None,
-    response_format: Any,
+    response_format: ToolStrategy[Any] | None,
     context_schema: type[Any] | None,
 ) -> AgentGraph:
     builder: StateGraph[Any, Any, Any, Any] = StateGraph(
@@ -89,16 +95,27 @@ def build_graph(
 
     # -- the model call: a step of the fused model node ------------------------------------------------------------
     default_tools: tuple[BaseTool | dict[str, Any], ...] = (*client_tools, *pipeline.tools, *provider_tools)
-    bound_default = model.bind_tools(list(default_tools)) if default_tools else model
+    if response_format is not None:
+        taken = sorted(response_format.tool_names & {getattr(t, "name", None) for t in default_tools})
+        if taken:
+            raise MiddlewareConfigError(
+                f"response_format's structured tool(s) {taken} have the name of a tool of the agent. Rename the "
+                f"schema (its class name, or the JSON schema's 'title') or the tool.",
+                middleware="create_agent",
+                hook="response_format",
+            )
+    bound_default = _bind(model, default_tools, response_format, None, {})
 
-    def bound_model(request: ModelRequest[Any]) -> Any:
+    def bound_model(request: ModelRequest[Any]) -> tuple[Any, ToolStrategy[Any] | None]:
+        """The model to call (tools bound) and the structured-output strategy of this call, if any."""
         if (
             request.model is model
             and request.tools is default_tools
+            and request.response_format is response_format
             and request.tool_choice is None
             and not request.model_settings
         ):
-            return bound_default
+            return bound_default, response_format
         if request.tools is not default_tools and not pipeline.has_wrap_tool_call:
             unknown = [t.name for t in request.tools if isinstance(t, BaseTool) and t.name not in executable]
             if unknown:
@@ -109,15 +126,11 @@ def build_graph(
                     middleware="create_agent",
                     hook="wrap_model_call",
                 )
-        chat = request.model
-        if request.tools:
-            kwargs: dict[str, Any] = dict(request.model_settings)
-            if request.tool_choice is not None:
-                kwargs["tool_choice"] = request.tool_choice
-            return chat.bind_tools(list(request.tools), **kwargs)
-        if request.model_settings:
-            return chat.bind(**request.model_settings)
-        return chat
+        strategy = to_strategy(request.response_format)
+        return (
+            _bind(request.model, request.tools, strategy, request.tool_choice, request.model_settings),
+            strategy,
+        )
 
     def model_input(request: ModelRequest[Any]) -> list[AnyMessage]:
         if request.system_message is None:
@@ -125,20 +138,26 @@ def build_graph(
         return [request.system_message, *request.messages]
 
     def base_sync(request: ModelRequest[Any]) -> ModelResponse[Any]:
+        chat, strategy = bound_model(request)
         try:
-            message = bound_model(request).invoke(model_input(request))
+            message = chat.invoke(model_input(request))
         except GraphBubbleUp as exc:
             _note_bubble(exc)
             raise
-        return ModelResponse(result=[message])
+        if strategy is None:
+            return ModelResponse(result=[message])
+        return parse_model_output(message, strategy)
 
     async def base_async(request: ModelRequest[Any]) -> ModelResponse[Any]:
+        chat, strategy = bound_model(request)
         try:
-            message = await bound_model(request).ainvoke(model_input(request))
+            message = await chat.ainvoke(model_input(request))
         except GraphBubbleUp as exc:
             _note_bubble(exc)
             raise
-        return ModelResponse(result=[message])
+        if strategy is None:
+            return ModelResponse(result=[message])
+        return parse_model_output(message, strategy)
 
     model_chain, amodel_chain = compose(pipeline.model_layers, base_sync, base_async)
     layer_owners = tuple(layer.owner for layer in pipeline.model_layers)
@@ -259,6 +278,8 @@ def build_graph(
                 return [Send(TOOLS_NODE, [call]) for call in pending], []
             if pending:  # the model called tools although the agent has none to run
                 return end_entry, closing_messages(pending, "this agent has no tools to run.")
+            if _structured_answered(messages, newest):  # the model answered through its structured tool
+                return end_entry, []
             return loop_entry, []  # every call was answered by a middleware: let the model see the answers
         # The newest AIMessage answers without calls (a hook may have added it after a tool-calling one).
         fix = close_pending(messages, "the run ended before it ran.")
@@ -385,6 +406,8 @@ def build_graph(
         def route_after_tools(state: Any) -> str:
             messages = state["messages"]
             i = last_ai_index(messages)
+            if i >= 0 and _structured_answered(messages, i):  # the structured answer came with regular calls
+                return end_entry
             if i >= 0 and return_direct:
                 ran = {m.tool_call_id for m in messages[i + 1 :] if isinstance(m, ToolMessage)}
                 if any(c["name"] in return_direct and c["id"] in ran for c in messages[i].tool_calls):
@@ -395,6 +418,43 @@ def build_graph(
 
     builder.add_edge(START, agent_entry)
     return graph
+
+
+def _bind(
+    chat: BaseChatModel,
+    tools: Sequence[BaseTool | dict[str, Any]],
+    strategy: ToolStrategy[Any] | None,
+    tool_choice: Any,
+    settings: Any,
+) -> Any:
+    """``chat`` with the regular tools and the structured tools bound (never ``bind_tools([])``).
+
+    With a strategy and no explicit ``tool_choice``, tool use is forced (``"any"``), as in LangChain v1: the model
+    answers by calling the structured tool rather than in free text.
+    """
+    all_tools = [*tools, *strategy.tools] if strategy is not None else list(tools)
+    if all_tools:
+        kwargs: dict[str, Any] = dict(settings)
+        if tool_choice is None and strategy is not None:
+            tool_choice = "any"
+        if tool_choice is not None:
+            kwargs["tool_choice"] = tool_choice
+        return chat.bind_tools(all_tools, **kwargs)
+    if settings:
+        return chat.bind(**settings)
+    return chat
+
+
+def _structured_answered(messages: Sequence[Any], ai_index: int) -> bool:
+    """Whether the ``AIMessage`` at ``ai_index`` was answered by a successful structured-output call (its answer
+    stands among the ``ToolMessage``s right after it). O(answers of that message)."""
+    for j in range(ai_index + 1, len(messages)):
+        message = messages[j]
+        if not isinstance(message, ToolMessage):
+            return False
+        if is_structured_answer(message):
+            return True
+    return False
 
 
 def _runnable(func: Callable[..., Any], afunc: Callable[..., Any], name: str) -> Any:

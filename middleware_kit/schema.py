@@ -38,13 +38,20 @@ def _strip_required(tp: Any) -> Any:
     return tp
 
 
-def _erase_typevars(tp: Any) -> Any:
-    """``AgentState[ResponseT]`` declares fields typed by a TypeVar: store them as ``Any``."""
+def _normalize(tp: Any) -> Any:
+    """TypeVars (``AgentState[ResponseT]``) become ``Any``; our ``OmitFromSchema`` markers move to the front.
+
+    LangGraph takes only the *last* ``Annotated`` item as a reducer, so ``Annotated[list, operator.add,
+    PrivateStateAttr]`` would silently become a plain overwrite channel. The markers are ours and their position
+    means nothing, so they go first and the reducer stays last.
+    """
     if isinstance(tp, TypeVar):
         return Any
     if get_origin(tp) is Annotated:
         base, *meta = get_args(tp)
-        return Annotated[(_erase_typevars(base), *meta)]
+        markers = [m for m in meta if isinstance(m, OmitFromSchema)]
+        others = [m for m in meta if not isinstance(m, OmitFromSchema)]
+        return Annotated[(_normalize(base), *markers, *others)]
     return tp
 
 
@@ -79,7 +86,7 @@ def _schema_hints(owner: str, schema: type[Any]) -> dict[str, Any]:
             middleware=owner,
             hook="state_schema",
         )
-    return {key: _erase_typevars(_strip_required(tp)) for key, tp in hints.items()}
+    return {key: _normalize(_strip_required(tp)) for key, tp in hints.items()}
 
 
 def merge_state_schemas(sources: Sequence[tuple[str, type[Any]]], *, name: str = "Agent") -> MergedSchema:

@@ -4,6 +4,13 @@ Users' tests patch module-level names in those modules (``human_in_the_loop.inte
 the modules, not copies of their globals, when you need to patch.
 """
 
+from middleware_kit.middlewares._tokens import TiktokenCounter, VocabularyNotFoundError
+from middleware_kit.middlewares.context_editing import (
+    DEFAULT_TOOL_PLACEHOLDER,
+    ClearToolUsesEdit,
+    ContextEdit,
+    ContextEditingMiddleware,
+)
 from middleware_kit.middlewares.fallback import ModelFallbackMiddleware
 from middleware_kit.middlewares.human_in_the_loop import (
     Action,
@@ -30,6 +37,18 @@ from middleware_kit.middlewares.limits import (
     ToolCallLimitMiddleware,
     ToolCallLimitState,
 )
+from middleware_kit.middlewares.pii import (
+    PIIDetectionError,
+    PIIMatch,
+    PIIMiddleware,
+    PIIState,
+    RedactedMatch,
+    detect_credit_card,
+    detect_email,
+    detect_ip,
+    detect_mac_address,
+    detect_url,
+)
 from middleware_kit.middlewares.retry import (
     ModelRetryMiddleware,
     RetryAttempt,
@@ -39,12 +58,27 @@ from middleware_kit.middlewares.retry import (
     current_retry,
     is_retryable,
 )
+from middleware_kit.middlewares.summarization import ContextSize, SummarizationMiddleware, TriggerClause, is_summary
+from middleware_kit.middlewares.todo_list import (
+    PARALLEL_WRITE_TODOS_ERROR,
+    WRITE_TODOS_SYSTEM_PROMPT,
+    WRITE_TODOS_TOOL_DESCRIPTION,
+    PlanningState,
+    Todo,
+    TodoListMiddleware,
+    write_todos,
+)
 from middleware_kit.middlewares.tool_error import ToolErrorMiddleware
 
 __all__ = [
     "Action",
     "ActionRequest",
     "ApproveDecision",
+    "ClearToolUsesEdit",
+    "ContextEdit",
+    "ContextEditingMiddleware",
+    "ContextSize",
+    "DEFAULT_TOOL_PLACEHOLDER",
     "Decision",
     "DecisionType",
     "EditDecision",
@@ -59,17 +93,39 @@ __all__ = [
     "ModelCallLimitState",
     "ModelFallbackMiddleware",
     "ModelRetryMiddleware",
+    "PARALLEL_WRITE_TODOS_ERROR",
+    "PIIDetectionError",
+    "PIIMatch",
+    "PIIMiddleware",
+    "PIIState",
+    "PlanningState",
+    "RedactedMatch",
     "RejectDecision",
     "RespondDecision",
     "RetryAttempt",
     "RetryState",
     "ReviewConfig",
+    "SummarizationMiddleware",
+    "TiktokenCounter",
+    "Todo",
+    "TodoListMiddleware",
     "ToolCallLimitExceededError",
     "ToolCallLimitMiddleware",
     "ToolCallLimitState",
     "ToolErrorMiddleware",
     "ToolRetryMiddleware",
+    "TriggerClause",
+    "VocabularyNotFoundError",
+    "WRITE_TODOS_SYSTEM_PROMPT",
+    "WRITE_TODOS_TOOL_DESCRIPTION",
     "current_attempt",
     "current_retry",
+    "detect_credit_card",
+    "detect_email",
+    "detect_ip",
+    "detect_mac_address",
+    "detect_url",
     "is_retryable",
+    "is_summary",
+    "write_todos",
 ]

@@ -22,6 +22,7 @@ from middleware_kit.middleware import AgentMiddleware
 from middleware_kit.phases import NodeStep, StateSemantics, bridge_node_hook
 from middleware_kit.pipeline import build_pipeline, defined_hooks
 from middleware_kit.schema import merge_state_schemas
+from middleware_kit.structured_output import ToolStrategy, parse_model_output, to_strategy
 from middleware_kit.types import ExtendedModelResponse, ModelRequest, ModelResponse, ToolCallRequest
 
 __all__ = [
@@ -124,11 +125,24 @@ def _model_base(handler: ModelHandlerLike | None) -> tuple[Callable[..., Any], C
     def normalize(value: Any) -> ModelResponse[Any]:
         return ModelResponse(result=[value]) if isinstance(value, AIMessage) else value
 
+    def bound(request: ModelRequest[Any]) -> tuple[Any, ToolStrategy[Any] | None]:
+        # As in an agent: the structured tools after the regular ones, tool use forced unless chosen.
+        strategy = to_strategy(request.response_format)
+        tools = [*request.tools, *(strategy.tools if strategy is not None else ())]
+        if not tools:
+            return request.model, strategy
+        choice = request.tool_choice if request.tool_choice is not None or strategy is None else "any"
+        kwargs = {"tool_choice": choice} if choice is not None else {}
+        return request.model.bind_tools(tools, **kwargs), strategy
+
+    def parsed(message: Any, strategy: ToolStrategy[Any] | None) -> ModelResponse[Any]:
+        return normalize(message) if strategy is None else parse_model_output(message, strategy)
+
     def base(request: ModelRequest[Any]) -> ModelResponse[Any]:
         if handler is not None:
             return normalize(handler(request))
-        model: Any = request.model.bind_tools(list(request.tools)) if request.tools else request.model
-        return normalize(model.invoke(messages_of(request)))
+        model, strategy = bound(request)
+        return parsed(model.invoke(messages_of(request)), strategy)
 
     async def abase(request: ModelRequest[Any]) -> ModelResponse[Any]:
         if handler is not None:
@@ -136,8 +150,8 @@ def _model_base(handler: ModelHandlerLike | None) -> tuple[Callable[..., Any], C
             if isinstance(result, Awaitable):
                 result = await result
             return normalize(result)
-        model: Any = request.model.bind_tools(list(request.tools)) if request.tools else request.model
-        return normalize(await model.ainvoke(messages_of(request)))
+        model, strategy = bound(request)
+        return parsed(await model.ainvoke(messages_of(request)), strategy)
 
     return base, abase
 

@@ -209,3 +209,24 @@ def test_bad_state_update_leaves_checkpointed_state_intact() -> None:
     # The failed run's input was checkpointed (as LangGraph does) but nothing the hook returned was.
     after = agent.get_state(config).values["messages"]
     assert [m.content for m in after] == [*(m.content for m in before), "second"]
+
+
+class ReducerBeforeMarker(AgentState):
+    trail: NotRequired[Annotated[list[str], operator.add, PrivateStateAttr]]
+
+
+def test_a_reducer_listed_before_a_privacy_marker_still_reduces(run: Runner) -> None:
+    seen: list[list[str]] = []
+
+    def make(tag: str) -> AgentMiddleware:
+        @before_model(state_schema=ReducerBeforeMarker, name=tag)
+        def hook(state: Any, runtime: Any) -> dict[str, Any]:
+            seen.append(list(state.get("trail", [])))
+            return {"trail": [tag]}
+
+        return hook
+
+    agent = create_agent(ScriptedChatModel(["a", "b"]), middleware=[make("A"), make("B")])
+    result = run(agent, {"messages": [HumanMessage("q")]})
+    assert seen == [[], ["A"]]
+    assert "trail" not in result  # still private

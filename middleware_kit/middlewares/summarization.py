@@ -1,0 +1,514 @@
+"""``SummarizationMiddleware``: summarize old history when the context grows, without breaking the conversation.
+
+It works around the model call (``wrap_model_call``), where the request it measures is the one the model will get:
+its messages, the system prompt and the bound tools' schemas all count. When the trigger fires it asks the
+summarizer for a summary of the older messages, sends the model ``[summary, *kept]``, and stores the same history in
+state (``RemoveMessage(REMOVE_ALL_MESSAGES)``, the summary, the kept messages, then the model's answer) through an
+``ExtendedModelResponse``, in the same step: if the summarizer (or the model) fails, nothing is written.
+
+Beyond LangChain v1: a default trigger that fires (``DEFAULT_TRIGGER``), exact offline tiktoken counting with a
+per-message memo (:mod:`middleware_kit.middlewares._tokens`), cuts that never orphan a tool call and never drop the
+newest human message, rolling summaries (the previous summary is folded in as such), ``trigger``/``keep`` callables
+of the runtime, ``on_failure="skip"``, progress events on the custom stream, and a summarizer call tagged
+``nostream`` so its tokens stay out of ``stream_mode="messages"``.
+
+Module globals looked up at call time, for tests to patch: :data:`count_tokens_approximately` (used by
+``token_counter="approximate"``) and :func:`resolve_model` (turns ``model`` into a chat model).
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import uuid
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, TypeAlias
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import (
+    AnyMessage,
+    BaseMessage,
+    HumanMessage,
+    RemoveMessage,
+    SystemMessage,
+    ToolMessage,
+    get_buffer_string,
+)
+from langchain_core.messages.utils import count_tokens_approximately as _approximate
+from langchain_core.runnables import Runnable, RunnableConfig
+from langchain_core.utils.function_calling import convert_to_openai_tool
+from langgraph.constants import TAG_NOSTREAM
+from langgraph.errors import GraphBubbleUp
+from langgraph.graph.message import REMOVE_ALL_MESSAGES
+from langgraph.types import Command
+
+from middleware_kit.bridge import run_coroutine_sync
+from middleware_kit.hooks import AsyncModelHandler, ModelHandler
+from middleware_kit.middleware import AgentMiddleware
+from middleware_kit.middlewares._stream import emit
+from middleware_kit.middlewares._tokens import TiktokenCounter, encoding_for_model
+from middleware_kit.types import ExtendedModelResponse, ModelRequest, ModelResponse
+
+__all__ = [
+    "DEFAULT_SUMMARY_PROMPT",
+    "DEFAULT_TRIGGER",
+    "DEFAULT_TRIGGER_WITHOUT_PROFILE",
+    "SUMMARIZER_TAG",
+    "SUMMARY_PREFIX",
+    "ContextSize",
+    "SummarizationMiddleware",
+    "TriggerClause",
+    "count_tokens_approximately",
+    "is_summary",
+    "resolve_model",
+]
+
+count_tokens_approximately: Callable[..., int] = _approximate
+"""LangChain's estimate, used by ``token_counter="approximate"``. Looked up at call time, so tests may patch it."""
+
+ContextSize: TypeAlias = "tuple[Literal['tokens', 'messages', 'fraction'], int | float]"
+"""``("tokens", n)``, ``("messages", n)`` or ``("fraction", f)`` (of the model's ``profile["max_input_tokens"]``)."""
+TriggerClause: TypeAlias = "dict[str, int | float]"
+"""Several conditions that must all hold (AND): ``{"tokens": 50_000, "messages": 40}``."""
+TriggerSpec: TypeAlias = "ContextSize | TriggerClause | Sequence[ContextSize | TriggerClause]"
+"""A condition, an AND clause, or a list of them (OR)."""
+
+DEFAULT_TRIGGER: ContextSize = ("fraction", 0.75)
+"""The default trigger when the model's profile gives ``max_input_tokens``: 75% of the context window."""
+DEFAULT_TRIGGER_WITHOUT_PROFILE: ContextSize = ("tokens", 100_000)
+"""The default trigger when the model has no profile: 100k tokens."""
+SUMMARY_PREFIX = "Here is a summary of the conversation to date:\n\n"
+SUMMARIZER_TAG = "middleware_kit:summarizer"
+"""Tag of the summarizer's model call (with LangGraph's ``nostream``, which keeps it out of the messages stream)."""
+_SUMMARY_MARK = "middleware_kit_summary"
+
+DEFAULT_SUMMARY_PROMPT = """<role>
+Context extraction assistant
+</role>
+
+<primary_objective>
+Extract the most relevant context from the conversation below, so that the conversation can continue without it.
+</primary_objective>
+
+<instructions>
+Keep what the assistant needs to carry on: the user's goals and constraints, decisions taken, facts learned, tool
+results that still matter, and open questions. Fold the previous summary (if any) into your summary. Respond with
+the summary only.
+</instructions>
+
+<previous_summary>
+{previous_summary}
+</previous_summary>
+
+<messages>
+{messages}
+</messages>"""
+
+_KINDS = ("tokens", "messages", "fraction")
+Summarizer: TypeAlias = "Callable[[list[AnyMessage]], str | Awaitable[str]] | Runnable[Any, Any]"
+
+
+def resolve_model(model: Any) -> BaseChatModel:
+    """Turns the ``model`` argument into a chat model. Looked up at call time; patch it to resolve model strings.
+
+    Without the ``langchain`` package there is no ``init_chat_model``: pass a chat model instance.
+    """
+    if isinstance(model, BaseChatModel):
+        return model
+    raise TypeError(
+        f"SummarizationMiddleware(model=...) needs a chat model instance, got {model!r}. Pass e.g. "
+        f"ChatOpenAI(model='gpt-4o-mini'), or patch middleware_kit.middlewares.summarization.resolve_model to "
+        f"resolve model names."
+    )
+
+
+def is_summary(message: BaseMessage) -> bool:
+    """True for a summary message written by this middleware."""
+    return isinstance(message, HumanMessage) and bool(message.additional_kwargs.get(_SUMMARY_MARK))
+
+
+# -- trigger / keep validation ---------------------------------------------------------------------------------
+def _check_size(kind: Any, value: Any, param: str) -> tuple[str, float]:
+    if kind not in _KINDS:
+        raise ValueError(f"{param}: unsupported context size type {kind!r}; use one of {list(_KINDS)}.")
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{param}: the {kind!r} value must be a number, got {type(value).__name__} ({value!r}).")
+    if not math.isfinite(value):
+        raise ValueError(f"{param}: the {kind!r} value must be finite, got {value!r}.")
+    if kind == "fraction":
+        if not 0 < value <= 1:
+            raise ValueError(f"{param}: a 'fraction' must be in (0, 1], got {value!r}.")
+    elif kind == "messages" and param == "keep":
+        if value < 0 or value != int(value):
+            raise ValueError(f"{param}: 'messages' must be an int >= 0, got {value!r}.")
+    elif value <= 0 or (kind == "messages" and value != int(value)):
+        raise ValueError(f"{param}: {kind!r} must be a positive {'int' if kind == 'messages' else 'number'}, "
+                         f"got {value!r}.")
+    return kind, float(value)
+
+
+def _parse_trigger(spec: Any) -> tuple[tuple[tuple[str, float], ...], ...]:
+    """OR of AND clauses."""
+    if isinstance(spec, tuple) and len(spec) == 2 and isinstance(spec[0], str):
+        return ((_check_size(spec[0], spec[1], "trigger"),),)
+    if isinstance(spec, Mapping):
+        if not spec:
+            raise ValueError("trigger: a dict clause needs at least one condition, e.g. {'tokens': 50_000}.")
+        return (tuple(_check_size(k, v, "trigger") for k, v in spec.items()),)
+    if isinstance(spec, list) and spec:
+        clauses: list[tuple[tuple[str, float], ...]] = []
+        for item in spec:
+            if isinstance(item, list):
+                raise TypeError("trigger: a list holds (kind, value) tuples or dict clauses, not nested lists.")
+            clauses.extend(_parse_trigger(item))
+        return tuple(clauses)
+    raise TypeError(
+        f"trigger must be a (kind, value) tuple, a dict clause (AND), a non-empty list of them (OR), or a function "
+        f"of the runtime returning one; got {spec!r}."
+    )
+
+
+def _parse_keep(spec: Any) -> tuple[str, float]:
+    if isinstance(spec, tuple) and len(spec) == 2 and isinstance(spec[0], str):
+        return _check_size(spec[0], spec[1], "keep")
+    raise TypeError(
+        f"keep must be a (kind, value) tuple such as ('messages', 20) or ('tokens', 3000), or a function of the "
+        f"runtime returning one; got {spec!r}."
+    )
+
+
+def _max_input_tokens(model: Any) -> int | None:
+    profile = getattr(model, "profile", None)
+    value = profile.get("max_input_tokens") if isinstance(profile, Mapping) else None
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 else None
+
+
+def _uses_fraction(trigger: Any, keep: Any) -> bool:
+    return any(k == "fraction" for clause in trigger for k, _ in clause) or keep[0] == "fraction"
+
+
+# -- the plan of one summarization -----------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    previous: str | None
+    """The previous summary's text, folded in (not summarized as a user turn)."""
+    to_summarize: list[AnyMessage]
+    kept: list[AnyMessage]
+    tokens_before: int
+
+
+def _safe_cut(messages: Sequence[AnyMessage], cut: int) -> int:
+    """Move ``cut`` back so the kept part does not start with a ``ToolMessage`` (a call stays with its answers)."""
+    cut = max(0, min(cut, len(messages)))
+    while 0 < cut < len(messages) and isinstance(messages[cut], ToolMessage):
+        cut -= 1  # back to the AIMessage that made the call
+    return cut
+
+
+def _newest_human(messages: Sequence[AnyMessage]) -> int | None:
+    for i in range(len(messages) - 1, -1, -1):
+        if isinstance(messages[i], HumanMessage) and not is_summary(messages[i]):
+            return i
+    return None
+
+
+class SummarizationMiddleware(AgentMiddleware):
+    """Summarize older messages when the context grows past ``trigger``, keeping the recent ones (``keep``).
+
+    Args:
+        model: The chat model that writes summaries (see :func:`resolve_model`); its name picks the tiktoken
+            encoding and its ``profile["max_input_tokens"]`` is what ``"fraction"`` is a fraction of.
+        trigger: When to summarize: ``("tokens", n)``, ``("messages", n)``, ``("fraction", f)`` (inclusive), a dict
+            clause (all must hold), a list of those (any), or a function of the runtime returning one. Default
+            :data:`DEFAULT_TRIGGER` (75% of the window) when the model has a profile, else
+            :data:`DEFAULT_TRIGGER_WITHOUT_PROFILE` (100k tokens). Measured on the whole request: messages, system
+            prompt and bound tools.
+        keep: How much recent history to keep verbatim: ``("messages", n)`` (default 20), ``("tokens", n)`` or
+            ``("fraction", f)``, or a function of the runtime returning one. The cut moves back as needed so a tool
+            call stays with its answers and the newest human message is kept.
+        token_counter: ``"tiktoken"`` (default: exact, offline, memoized), ``"approximate"`` (LangChain's
+            estimate, :data:`count_tokens_approximately`), or any ``(messages) -> int``.
+        encoding: The tiktoken encoding (default: from the model's name, see ``encoding_for_model``).
+        summary_prompt: The summarizer's prompt; must contain ``{messages}`` (``{previous_summary}`` is optional;
+            without it the previous summary is put before the messages).
+        trim_tokens_to_summarize: At most this many tokens of the older messages go to the summarizer (the newest
+            of them); None: all.
+        summarizer: ``(messages) -> str`` (sync, async or a Runnable) replacing the model call. A previous summary
+            reaches it as a leading ``SystemMessage``.
+        on_failure: ``"error"`` (default): a failing summarizer raises and history stays untouched. ``"skip"``: this
+            model call goes ahead unsummarized and a ``summarization_failed`` event is written to the custom stream.
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        *,
+        trigger: TriggerSpec | Callable[[Any], TriggerSpec] | None = None,
+        keep: ContextSize | Callable[[Any], ContextSize] = ("messages", 20),
+        token_counter: Literal["tiktoken", "approximate"] | Callable[[Sequence[BaseMessage]], int] = "tiktoken",
+        encoding: str | None = None,
+        summary_prompt: str = DEFAULT_SUMMARY_PROMPT,
+        trim_tokens_to_summarize: int | None = 4000,
+        summarizer: Summarizer | None = None,
+        on_failure: Literal["error", "skip"] = "error",
+    ) -> None:
+        super().__init__()
+        self.model = resolve_model(model)
+        self._window = _max_input_tokens(self.model)
+        if trigger is None:
+            trigger = DEFAULT_TRIGGER if self._window is not None else DEFAULT_TRIGGER_WITHOUT_PROFILE
+        self.trigger = trigger
+        self.keep = keep
+        self._trigger = None if callable(trigger) else _parse_trigger(trigger)
+        self._keep = None if callable(keep) else _parse_keep(keep)
+        if self._trigger is not None and self._keep is not None and self._window is None and _uses_fraction(
+            self._trigger, self._keep
+        ):
+            raise ValueError(
+                "'fraction' needs the model's context window: model.profile['max_input_tokens'] is not set. Use "
+                "('tokens', n), or give the model a profile."
+            )
+        if "{messages}" not in summary_prompt:
+            raise ValueError("summary_prompt must contain '{messages}' (where the messages to summarize go).")
+        if trim_tokens_to_summarize is not None and (
+            isinstance(trim_tokens_to_summarize, bool) or not isinstance(trim_tokens_to_summarize, int)
+            or trim_tokens_to_summarize <= 0
+        ):
+            raise ValueError(
+                f"trim_tokens_to_summarize must be a positive int or None, got {trim_tokens_to_summarize!r}."
+            )
+        if on_failure not in ("error", "skip"):
+            raise ValueError(f"on_failure must be 'error' or 'skip', got {on_failure!r}.")
+        if summarizer is not None and not callable(summarizer) and not isinstance(summarizer, Runnable):
+            raise TypeError(f"summarizer must be a function (messages) -> str or a Runnable, got {summarizer!r}.")
+        self.summary_prompt = summary_prompt
+        self.trim_tokens_to_summarize = trim_tokens_to_summarize
+        self.summarizer = summarizer
+        self.on_failure = on_failure
+        self.encoding = encoding or encoding_for_model(
+            getattr(self.model, "model_name", None) or getattr(self.model, "model", None)
+        )
+        self._tiktoken: TiktokenCounter | None = None
+        if token_counter == "tiktoken":
+            self._tiktoken = TiktokenCounter(self.encoding)
+            self.token_counter: Any = self._tiktoken
+        elif token_counter == "approximate":
+            self.token_counter = None  # the module global, looked up at call time
+        elif callable(token_counter):
+            self.token_counter = token_counter
+        else:
+            raise TypeError(f"token_counter must be 'tiktoken', 'approximate' or a function, got {token_counter!r}.")
+
+    # -- counting ------------------------------------------------------------------------------------------------
+    def _count(self, messages: Sequence[BaseMessage]) -> int:
+        counter = self.token_counter if self.token_counter is not None else count_tokens_approximately
+        return int(counter(messages))
+
+    def _count_one(self, message: BaseMessage) -> int:
+        if self._tiktoken is not None:
+            return self._tiktoken.count_message(message)
+        return self._count([message])
+
+    def _request_tokens(self, request: ModelRequest[Any], messages: Sequence[BaseMessage]) -> int:
+        system = [request.system_message] if request.system_message is not None else []
+        total = self._count([*system, *messages])
+        if request.tools:
+            if self._tiktoken is not None:
+                total += self._tiktoken.count_tools(request.tools)
+            else:
+                total += sum(self._count([SystemMessage(str(_schema(t)))]) for t in request.tools)
+        return total
+
+    # -- deciding ------------------------------------------------------------------------------------------------
+    def _window_of(self, request: ModelRequest[Any]) -> int | None:
+        return _max_input_tokens(request.model) or self._window
+
+    def _limit(self, kind: str, value: float, window: int | None, param: str) -> float:
+        if kind != "fraction":
+            return value
+        if window is None:
+            raise ValueError(f"{self.name}: {param} uses 'fraction' but the model has no profile['max_input_tokens'].")
+        return value * window
+
+    def _plan(self, request: ModelRequest[Any]) -> _Plan | None:
+        runtime = request.runtime
+        trigger = self._trigger if self._trigger is not None else _parse_trigger(self.trigger(runtime))  # type: ignore[operator]
+        keep = self._keep if self._keep is not None else _parse_keep(self.keep(runtime))  # type: ignore[operator]
+        messages = list(request.messages)
+        window = self._window_of(request)
+        tokens: int | None = None
+
+        def holds(kind: str, value: float) -> bool:
+            nonlocal tokens
+            limit = self._limit(kind, value, window, "trigger")
+            if kind == "messages":
+                return len(messages) >= limit
+            if tokens is None:
+                tokens = self._request_tokens(request, messages)
+            return tokens >= limit
+
+        if not any(all(holds(k, v) for k, v in clause) for clause in trigger):
+            return None
+        if tokens is None:
+            tokens = self._request_tokens(request, messages)
+        kind, value = keep
+        if kind == "messages":
+            cut = len(messages) - int(value)
+        else:
+            budget = self._limit(kind, value, window, "keep")
+            cut, used = len(messages), 0
+            while cut > 0:
+                cost = self._count_one(messages[cut - 1])
+                if used + cost > budget:
+                    break
+                used += cost
+                cut -= 1
+        cut = _safe_cut(messages, cut)
+        older, kept = messages[:cut], messages[cut:]
+        human = _newest_human(messages)
+        if human is not None and human < cut:
+            # The newest human turn is never summarized away: it stays, right after the summary (a long tool loop
+            # after one request is summarized around it).
+            older, kept = [*messages[:human], *messages[human + 1 : cut]], [messages[human], *kept]
+        previous = None
+        if older and is_summary(older[0]):
+            previous = str(older[0].content).removeprefix(SUMMARY_PREFIX)
+            older = older[1:]
+        if not older:
+            return None  # nothing new to summarize
+        return _Plan(previous, older, kept, tokens)
+
+    # -- summarizing ---------------------------------------------------------------------------------------------
+    def _trimmed(self, messages: list[AnyMessage]) -> list[AnyMessage]:
+        if self.trim_tokens_to_summarize is None:
+            return messages
+        start, used = len(messages), 0
+        while start > 0:
+            used += self._count_one(messages[start - 1])
+            if used > self.trim_tokens_to_summarize and start < len(messages):
+                break
+            start -= 1
+        return messages[start:]
+
+    def _summarizer_input(self, plan: _Plan) -> tuple[Any, RunnableConfig | None]:
+        messages = self._trimmed(plan.to_summarize)
+        if self.summarizer is not None:
+            lead = [SystemMessage(f"Summary of the earlier conversation:\n{plan.previous}")] if plan.previous else []
+            return [*lead, *messages], None
+        previous = plan.previous or "(none)"
+        text = get_buffer_string(messages)
+        if "{previous_summary}" in self.summary_prompt:
+            prompt = self.summary_prompt.replace("{previous_summary}", previous).replace("{messages}", text)
+        else:
+            prompt = self.summary_prompt.replace("{messages}", text)
+            if plan.previous:
+                prompt = f"Previous summary (fold it into yours):\n{plan.previous}\n\n{prompt}"
+        return [HumanMessage(prompt)], {"tags": [TAG_NOSTREAM, SUMMARIZER_TAG], "run_name": f"{self.name}.summarize"}
+
+    def _summary_text(self, result: Any) -> str:
+        text = result.text if isinstance(result, BaseMessage) else result
+        if not isinstance(text, str):
+            raise TypeError(f"{self.name}: the summarizer returned {type(result).__name__}; it must return a str.")
+        if not text.strip():
+            raise ValueError(f"{self.name}: the summarizer returned an empty summary; history was left untouched.")
+        return text.strip()
+
+    def _summarize(self, plan: _Plan) -> str:
+        payload, config = self._summarizer_input(plan)
+        if self.summarizer is None:
+            return self._summary_text(self.model.invoke(payload, config=config))
+        if isinstance(self.summarizer, Runnable):
+            return self._summary_text(self.summarizer.invoke(payload, config={"tags": [TAG_NOSTREAM, SUMMARIZER_TAG]}))
+        result = self.summarizer(payload)
+        if inspect.isawaitable(result):
+            result = run_coroutine_sync(_awaited(result))
+        return self._summary_text(result)
+
+    async def _asummarize(self, plan: _Plan) -> str:
+        payload, config = self._summarizer_input(plan)
+        if self.summarizer is None:
+            return self._summary_text(await self.model.ainvoke(payload, config=config))
+        if isinstance(self.summarizer, Runnable):
+            return self._summary_text(
+                await self.summarizer.ainvoke(payload, config={"tags": [TAG_NOSTREAM, SUMMARIZER_TAG]})
+            )
+        result = self.summarizer(payload)
+        if inspect.isawaitable(result):
+            result = await result
+        return self._summary_text(result)
+
+    def _summary_message(self, text: str) -> HumanMessage:
+        return HumanMessage(content=SUMMARY_PREFIX + text, additional_kwargs={_SUMMARY_MARK: True})
+
+    def _started(self, request: ModelRequest[Any], plan: _Plan) -> None:
+        emit(request.runtime, {
+            "event": "summarization_started", "middleware": self.name, "tokens_before": plan.tokens_before,
+            "messages_before": len(request.messages), "messages_to_summarize": len(plan.to_summarize),
+        })
+
+    def _failed(self, request: ModelRequest[Any], error: Exception) -> None:
+        if self.on_failure == "error" or isinstance(error, GraphBubbleUp):
+            raise error
+        emit(request.runtime, {
+            "event": "summarization_failed", "middleware": self.name, "error": type(error).__name__,
+            "message": str(error), "action": "skipped",
+        })
+
+    def _apply(self, request: ModelRequest[Any], plan: _Plan, text: str) -> tuple[ModelRequest[Any], list[Any]]:
+        summary = self._summary_message(text)
+        messages = [summary, *plan.kept]
+        after = self._request_tokens(request, messages)
+        emit(request.runtime, {
+            "event": "summarization_finished", "middleware": self.name, "tokens_before": plan.tokens_before,
+            "tokens_after": after, "messages_after": len(messages),
+        })
+        return request.override(messages=tuple(messages)), [RemoveMessage(id=REMOVE_ALL_MESSAGES), *messages]
+
+    @staticmethod
+    def _respond(response: ModelResponse[Any], history: list[Any]) -> ExtendedModelResponse[Any]:
+        # The model's messages are written first, then this update: so it must end with them again (same ids).
+        for message in response.result:
+            if message.id is None:
+                message.id = str(uuid.uuid4())
+        update = {"messages": [*history, *response.result]}
+        return ExtendedModelResponse(model_response=response, command=Command(update=update))
+
+    # -- the hooks -----------------------------------------------------------------------------------------------
+    def wrap_model_call(
+        self, request: ModelRequest[Any], handler: ModelHandler
+    ) -> ModelResponse[Any] | ExtendedModelResponse[Any]:
+        plan = self._plan(request)
+        if plan is None:
+            return handler(request)
+        self._started(request, plan)
+        try:
+            text = self._summarize(plan)
+        except Exception as error:
+            self._failed(request, error)
+            return handler(request)
+        new_request, history = self._apply(request, plan, text)
+        return self._respond(handler(new_request), history)
+
+    async def awrap_model_call(
+        self, request: ModelRequest[Any], handler: AsyncModelHandler
+    ) -> ModelResponse[Any] | ExtendedModelResponse[Any]:
+        plan = self._plan(request)
+        if plan is None:
+            return await handler(request)
+        self._started(request, plan)
+        try:
+            text = await self._asummarize(plan)
+        except Exception as error:
+            self._failed(request, error)
+            return await handler(request)
+        new_request, history = self._apply(request, plan, text)
+        return self._respond(await handler(new_request), history)
+
+
+def _schema(tool: Any) -> Any:
+    return tool if isinstance(tool, dict) else convert_to_openai_tool(tool)
+
+
+async def _awaited(value: Awaitable[Any]) -> Any:
+    return await value

@@ -1,0 +1,113 @@
+"""TodoListMiddleware: write_todos, PlanningState, the prompt, parallel calls."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+from langgraph.checkpoint.memory import InMemorySaver
+
+from middleware_kit import create_agent, dynamic_prompt
+from middleware_kit.middlewares.todo_list import (
+    PARALLEL_WRITE_TODOS_ERROR,
+    WRITE_TODOS_SYSTEM_PROMPT,
+    WRITE_TODOS_TOOL_DESCRIPTION,
+    TodoListMiddleware,
+    write_todos,
+)
+from middleware_kit.testing import ScriptedChatModel, tool_call
+from tests.conftest import Runner, add
+from tests.helpers import kinds
+
+PLAN = [{"content": "research", "status": "in_progress"}, {"content": "write", "status": "pending"}]
+
+
+def test_write_todos_updates_state_and_answers(run: Runner) -> None:
+    model = ScriptedChatModel([AIMessage("", tool_calls=[tool_call("write_todos", {"todos": PLAN}, id="t1")]), "ok"])
+    result = run(create_agent(model, middleware=[TodoListMiddleware()]), {"messages": [HumanMessage("plan")]})
+    assert result["todos"] == PLAN
+    answer = result["messages"][2]
+    assert isinstance(answer, ToolMessage) and answer.tool_call_id == "t1" and answer.name == "write_todos"
+    assert answer.content == f"Updated todo list to {PLAN}"
+    assert model.calls[0].tools == ("write_todos",)
+
+
+def test_prompt_is_appended_to_the_system_message_not_stored(run: Runner) -> None:
+    model = ScriptedChatModel(["ok"])
+    agent = create_agent(model, system_prompt="You are helpful.", middleware=[TodoListMiddleware()])
+    result = run(agent, {"messages": [HumanMessage("hi")]})
+    assert model.calls[0].messages[0].content == f"You are helpful.\n\n{WRITE_TODOS_SYSTEM_PROMPT}"
+    assert kinds(result["messages"]) == ["HumanMessage", "AIMessage"]
+    assert "todos" not in result
+
+
+def test_prompt_without_system_message_and_with_blocks(run: Runner) -> None:
+    model = ScriptedChatModel(["ok"], cycle=True)
+    run(create_agent(model, middleware=[TodoListMiddleware(system_prompt="Plan.")]), {"messages": [HumanMessage("a")]})
+    assert model.calls[0].messages[0].content == "Plan."
+    blocks = SystemMessage(content=[{"type": "text", "text": "Base."}])
+    run(create_agent(model, system_prompt=blocks, middleware=[TodoListMiddleware(system_prompt="Plan.")]),
+        {"messages": [HumanMessage("b")]})
+    expected = [{"type": "text", "text": "Base."}, {"type": "text", "text": "\n\nPlan."}]
+    assert model.calls[1].messages[0].content == expected
+
+
+def test_listed_after_a_dynamic_prompt_it_appends_to_it(run: Runner) -> None:
+    @dynamic_prompt
+    def per_user(request: Any) -> str:
+        return "Dynamic."
+
+    model = ScriptedChatModel(["ok"])
+    run(create_agent(model, middleware=[per_user, TodoListMiddleware(system_prompt="Plan.")]),
+        {"messages": [HumanMessage("a")]})
+    assert model.calls[0].messages[0].content == "Dynamic.\n\nPlan."
+    # Listed after it (inner), a dynamic prompt replaces the system message, planning prompt included.
+    model = ScriptedChatModel(["ok"])
+    run(create_agent(model, middleware=[TodoListMiddleware(system_prompt="Plan."), per_user]),
+        {"messages": [HumanMessage("a")]})
+    assert model.calls[0].messages[0].content == "Dynamic."
+
+
+def test_parallel_calls_each_get_an_error_and_todos_stay(run: Runner) -> None:
+    model = ScriptedChatModel([
+        AIMessage("", tool_calls=[tool_call("write_todos", {"todos": PLAN})]),
+        AIMessage("", tool_calls=[
+            tool_call("write_todos", {"todos": []}, id="w1"),
+            tool_call("add", {"a": 1, "b": 2}, id="a1"),
+            tool_call("write_todos", {"todos": []}, id="w2"),
+        ]),
+        "done",
+    ])
+    result = run(create_agent(model, [add], middleware=[TodoListMiddleware()]), {"messages": [HumanMessage("go")]})
+    assert result["todos"] == PLAN
+    answers = {m.tool_call_id: m for m in result["messages"] if isinstance(m, ToolMessage)}
+    for call_id in ("w1", "w2"):
+        assert answers[call_id].status == "error" and answers[call_id].content == PARALLEL_WRITE_TODOS_ERROR
+    assert answers["a1"].content == "3"          # the other call of that message still ran
+    # The model saw every call answered, right after its AIMessage.
+    assert kinds(list(model.calls[2].messages))[4:] == ["AIMessage", "ToolMessage", "ToolMessage", "ToolMessage"]
+
+
+def test_invalid_status_becomes_an_error_message(run: Runner) -> None:
+    bad = [{"content": "x", "status": "someday"}]
+    model = ScriptedChatModel([AIMessage("", tool_calls=[tool_call("write_todos", {"todos": bad})]), "fixed"])
+    result = run(create_agent(model, middleware=[TodoListMiddleware()]), {"messages": [HumanMessage("go")]})
+    assert result["messages"][2].status == "error" and "todos" not in result
+
+
+def test_custom_description_and_todos_persist_in_the_thread(run: Runner) -> None:
+    mw = TodoListMiddleware(tool_description="Track tasks.")
+    assert mw.tools[0].description == "Track tasks." and mw.tools[0] is not write_todos
+    assert TodoListMiddleware().tools[0] is write_todos
+    assert write_todos.description == WRITE_TODOS_TOOL_DESCRIPTION
+    model = ScriptedChatModel([AIMessage("", tool_calls=[tool_call("write_todos", {"todos": PLAN})]), "ok", "again"])
+    agent = create_agent(model, middleware=[mw], checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "t"}}
+    run(agent, {"messages": [HumanMessage("plan")]}, config=config)
+    assert run(agent, {"messages": [HumanMessage("status?")]}, config=config)["todos"] == PLAN
+
+
+def test_hook_called_directly() -> None:
+    mw = TodoListMiddleware()
+    state: Any = {"messages": [AIMessage("", tool_calls=[tool_call("write_todos", {"todos": []})] * 1)]}
+    assert mw.after_model(state, None) is None  # type: ignore[arg-type]
