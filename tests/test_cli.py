@@ -40,5 +40,7 @@ def test_plan_errors_say_what_is_wrong(tmp_path: Path) -> None:
 
 
 def test_demo_subcommand(tmp_path: Path) -> None:
-    out = run_cli("demo", cwd=tmp_path)
-    assert out.returncode == 0 and "same 14 hooks in the same order: yes" in out.stdout
+    out = run_cli("demo", "--yes", cwd=tmp_path)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "checks: OK (13 events in the predicted order" in out.stdout
+    assert (tmp_path / "demo-state.sqlite").is_file(), "the run is saved in ./demo-state.sqlite by default"

@@ -1,17 +1,119 @@
-"""The README's main-job command: the demo runs offline and checks itself."""
+"""The README's main-job command: the demo runs offline, pauses for approval, persists to SQLite and checks itself.
+
+The demo runs as a subprocess without a terminal (stdin closed, stdout a pipe), as in CI: approval is automatic and
+the output is plain text. No test here calls a real model: ``--model`` is tested on its error paths only.
+"""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+import types
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from middleware_kit import demo
+
+FINAL = "<<< Done: Email 'Weather' sent to <EMAIL_1>."
 
 
-def test_demo_runs_offline_and_both_modes_agree() -> None:
-    out = subprocess.run(
-        [sys.executable, "-m", "middleware_kit.demo", "--mermaid"], capture_output=True, text=True, timeout=120
+def run_demo(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "middleware_kit.demo", *args],
+        capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL, env=env,
     )
-    assert out.returncode == 0, out.stderr
-    assert "first listed = outermost" in out.stdout
-    assert "same 14 hooks in the same order: yes" in out.stdout
-    assert "In Paris it is 18°C, light rain." in out.stdout
-    assert "graph TD;" in out.stdout
+
+
+def test_demo_runs_offline_auto_approves_and_prints_plain_text(tmp_path: Path) -> None:
+    out = run_demo("--db", str(tmp_path / "state.sqlite"), "--mermaid")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "first listed = outermost" in out.stdout and "graph TD;" in out.stdout
+    for event in ("[retry] ModelRetryMiddleware: attempt 1 failed (ConnectionError)",
+                  "[pii] PIIMiddleware[email]: 1 email in state -> placeholder",
+                  "[summarization] SummarizationMiddleware: started",
+                  "[approval] HumanInTheLoopMiddleware: waiting for approval of send_email",
+                  "approved automatically", "tool_timer.wrap_tool_call: send_email ran"):
+        assert event in out.stdout
+    assert FINAL in out.stdout
+    assert "checks: OK (13 events in the predicted order" in out.stdout
+    assert "\x1b[" not in out.stdout, "no colours or spinner when stdout is not a terminal"
+    assert "ada@example.com" not in out.stdout.split("[2/3]", 1)[1].split("\n", 1)[1]  # only the question has it
+
+
+def test_stop_at_approval_then_resume_from_sqlite_in_a_second_process(tmp_path: Path) -> None:
+    db = str(tmp_path / "state.sqlite")
+    first = run_demo("--db", db, "--stop-at-approval")
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "Starting thread 'demo-1'" in first.stdout
+    assert "Paused for approval. The run is saved in" in first.stdout
+    assert "checks: OK (9 events in the predicted order)" in first.stdout
+    assert "send_email ran" not in first.stdout and FINAL not in first.stdout
+
+    second = run_demo("--db", db)
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert "Resuming thread 'demo-1'" in second.stdout and "an approval is pending" in second.stdout
+    assert "What's the weather" not in second.stdout.split("Resuming", 1)[1], "nothing before the pause re-runs"
+    assert "send_email ran" in second.stdout and FINAL in second.stdout
+    assert "checks: OK (4 events in the predicted order" in second.stdout
+
+    third = run_demo("--db", db)  # the thread is finished: a new one starts
+    assert third.returncode == 0 and "Starting thread 'demo-2'" in third.stdout
+
+
+def test_rich_output_on_request(tmp_path: Path) -> None:
+    out = run_demo("--db", str(tmp_path / "state.sqlite"), "--output", "rich")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "\x1b[" in out.stdout and "checks: OK" in out.stdout
+
+
+def test_model_flag_without_package_or_key_is_a_clear_error(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
+    out = run_demo("--db", str(tmp_path / "state.sqlite"), "--model", "openai:gpt-4o-mini", env=env)
+    assert out.returncode == 2
+    assert ("pip install -e '.[openai]'" in out.stderr) or ("set OPENAI_API_KEY" in out.stderr), out.stderr
+    assert "Traceback" not in out.stderr and not (tmp_path / "state.sqlite").exists()
+
+
+@pytest.mark.parametrize(("spec", "message"), [
+    ("gpt-4o", "expects provider:name"),
+    ("nosuch:model", "unknown provider 'nosuch'; known: anthropic, openai"),
+])
+def test_model_spec_errors(spec: str, message: str) -> None:
+    with pytest.raises(demo.DemoError, match=message):
+        demo.load_model(spec)
+
+
+def test_provider_imported_lazily_and_key_required(monkeypatch: pytest.MonkeyPatch) -> None:
+    made: list[dict[str, Any]] = []
+
+    class FakeChat:
+        def __init__(self, **kwargs: Any) -> None:
+            made.append(kwargs)
+
+    fake = types.ModuleType("fake_provider_pkg")
+    fake.FakeChat = FakeChat  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "fake_provider_pkg", fake)
+    monkeypatch.setitem(demo.PROVIDERS, "fake", ("fake_provider_pkg", "FakeChat", "MK_DEMO_FAKE_KEY", "fake"))
+    monkeypatch.setitem(demo.PROVIDERS, "missing", ("no_such_pkg_xyz", "Chat", "MK_DEMO_FAKE_KEY", "missing"))
+    monkeypatch.delenv("MK_DEMO_FAKE_KEY", raising=False)
+    with pytest.raises(demo.DemoError, match=r"no-such-pkg-xyz package is not installed.*'\.\[missing\]'"):
+        demo.load_model("missing:m")
+    with pytest.raises(demo.DemoError, match="set MK_DEMO_FAKE_KEY"):
+        demo.load_model("fake:m")
+    assert made == []
+    monkeypatch.setenv("MK_DEMO_FAKE_KEY", "k")
+    assert isinstance(demo.load_model("fake:some-model"), FakeChat) and made == [{"model": "some-model"}]
+
+
+def test_the_demo_fails_when_its_prediction_does_not_hold(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert demo.main(["--db", str(tmp_path / "ok.sqlite"), "--output", "plain", "--yes"]) == 0
+    swapped = list(demo.EXPECTED)
+    swapped[1], swapped[2] = swapped[2], swapped[1]
+    monkeypatch.setattr(demo, "EXPECTED", tuple(swapped))
+    assert demo.main(["--db", str(tmp_path / "bad.sqlite"), "--output", "plain", "--yes"]) == 1
+    assert "FAILED: events" in capsys.readouterr().out

@@ -1,0 +1,1 @@
+"""Deployment entry points (LangGraph Server: see ``langgraph.json`` and ``docs/deploy.md``)."""
