@@ -151,6 +151,10 @@ class PIIDetectionError(MiddlewareError, ValueError):
 
 
 # -- replacing values ------------------------------------------------------------------------------------------
+_CLEAN_MEMO_SIZE = 100_000
+"""Texts remembered as clean per middleware before the memo starts over."""
+
+
 def _mask(pii_type: str, value: str) -> str:
     if pii_type == "email":
         local, _, domain = value.rpartition("@")
@@ -370,6 +374,13 @@ class PIIMiddleware(AgentMiddleware[PIIState, Any]):
         self.pii_type = pii_type
         self.strategy: Strategy = strategy
         self.detector = _as_detector(pii_type, detector)
+        # A memo of texts known to hold no PII, so the history already scrubbed is not re-scanned on every model
+        # call (a hash look-up instead of a regex pass). Only for pure detectors: the built-in ones and regexes; a
+        # custom function may depend on something that changes, so it is always called. Bounded; shared by every
+        # run, which is safe because it memoizes a pure function of the text (no per-run data).
+        self._clean: set[str] | None = set() if detector is None or not callable(detector) or isinstance(
+            detector, re.Pattern
+        ) else None
         self.apply_to_input = apply_to_input
         self.apply_to_output = apply_to_output
         self.apply_to_tool_results = apply_to_tool_results
@@ -379,7 +390,17 @@ class PIIMiddleware(AgentMiddleware[PIIState, Any]):
     # -- helpers, public for unit tests and custom layers -------------------------------------------------------
     def detect(self, text: str) -> list[PIIMatch]:
         """The matches of this middleware's detector in ``text``, sorted, overlaps removed (the first one wins)."""
-        matches = sorted(self.detector(text), key=lambda m: (m["start"], -m["end"]))
+        clean = self._clean
+        if clean is not None and text in clean:
+            return []
+        found = self.detector(text)
+        if not found:
+            if clean is not None:
+                if len(clean) >= _CLEAN_MEMO_SIZE:
+                    clean.clear()
+                clean.add(text)
+            return []
+        matches = sorted(found, key=lambda m: (m["start"], -m["end"]))
         kept: list[PIIMatch] = []
         end = -1
         for m in matches:

@@ -585,3 +585,26 @@ def test_hooks_can_be_called_directly() -> None:
     assert update["messages"][0].content == "hi <EMAIL_1>" and update["messages"][0].id == "h1"
     assert update["pii_placeholders"] == {"<EMAIL_1>": EMAIL}
     assert mw.before_model({"messages": [HumanMessage("nothing")]}, None) is None  # type: ignore[arg-type]
+
+
+def test_clean_texts_are_memoized_only_for_pure_detectors() -> None:
+    from langchain_core.messages import HumanMessage as Human
+
+    from middleware_kit.testing import run_hook
+
+    state = {"messages": [Human("nothing to see here"), Human("still nothing")]}
+    calls: list[str] = []
+
+    def blocklist(text: str) -> list[dict[str, Any]]:  # impure on purpose: the blocklist may change
+        calls.append(text)
+        return []
+
+    custom = PIIMiddleware("secret", detector=blocklist)
+    run_hook(custom, "before_model", state)
+    run_hook(custom, "before_model", state)
+    assert len(calls) == 4  # a custom function is asked every time
+
+    builtin = PIIMiddleware("email")
+    assert run_hook(builtin, "before_model", state) is None
+    assert builtin.detect("mail me at a@b.co")[0]["value"] == "a@b.co"  # memo holds clean texts only
+    assert run_hook(builtin, "before_model", {"messages": [Human("write to x@y.org")]}) is not None
