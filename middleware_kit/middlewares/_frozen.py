@@ -1,0 +1,161 @@
+"""Configuration is a value: bundled middlewares are frozen once constructed (DESIGN §8.5).
+
+One agent's middleware instance is shared by every concurrent run, so changing a setting after ``create_agent`` would
+change runs already in flight. :class:`FrozenConfig` makes that impossible and gives the supported way instead:
+``changed = mw.replace(max_retries=5)`` returns a new instance (build a new agent with it).
+
+- The constructor's arguments are recorded (``replace`` re-runs the constructor with them, so validation runs again)
+  and its container arguments (lists, dicts, sets, nested) are copied before the constructor sees them, so the
+  caller mutating a list afterwards changes nothing.
+- After the outermost ``__init__`` returns, assigning or deleting an attribute raises :class:`FrozenMiddlewareError`.
+  Internal caches that are not configuration (bounded memos) use ``object.__setattr__`` in ``__init__``.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar, TypeVar
+
+from middleware_kit.errors import MiddlewareConfigError
+
+__all__ = ["FrozenConfig", "FrozenMiddlewareError", "copy_containers"]
+
+_Self = TypeVar("_Self", bound="FrozenConfig")
+
+
+class FrozenMiddlewareError(MiddlewareConfigError, AttributeError):
+    """A bundled middleware's configuration was changed after construction."""
+
+    @classmethod
+    def for_assignment(cls, middleware: str, attribute: str) -> FrozenMiddlewareError:
+        return cls(
+            f"{middleware} is frozen after construction: cannot set {attribute!r}. One instance is shared by every "
+            f"run of the agents it was built into. Fix: make a changed copy with "
+            f"`mw.replace({attribute.lstrip('_')}=...)` (any constructor argument) and build a new agent with it.",
+            middleware=middleware,
+            hook=attribute,
+        )
+
+
+def copy_containers(value: Any) -> Any:
+    """``value`` with every list, dict, set and tuple copied (recursively); other objects are shared as they are
+    (models, tools, callables and compiled patterns are immutable or not ours to copy)."""
+    if isinstance(value, list):
+        return [copy_containers(v) for v in value]
+    if isinstance(value, tuple) and type(value) is tuple:
+        return tuple(copy_containers(v) for v in value)
+    if isinstance(value, dict) and type(value) is dict:
+        return {k: copy_containers(v) for k, v in value.items()}
+    if isinstance(value, (set, frozenset)) and type(value) in (set, frozenset):
+        return type(value)(value)
+    return value
+
+
+class FrozenConfig:
+    """Mixin for middlewares whose configuration must not change after construction (see the module docstring)."""
+
+    _frozen_init_args: Mapping[str, Any]
+    __frozen_classes__: ClassVar[set[type]] = set()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        init = cls.__dict__.get("__init__")
+        if init is None or getattr(init, "__frozen_wrapped__", False):
+            return
+        signature = inspect.signature(init)
+
+        @functools.wraps(init)
+        def __init__(self: FrozenConfig, *args: Any, **kw: Any) -> None:
+            outermost = "_frozen_init_args" not in self.__dict__ and not getattr(self, "_frozen_initializing", False)
+            if outermost:
+                object.__setattr__(self, "_frozen_initializing", True)
+            bound = signature.bind(self, *args, **kw)
+            copied = {name: copy_containers(v) for name, v in bound.arguments.items() if name != "self"}
+            if outermost:
+                object.__setattr__(self, "_frozen_recorded", (signature, copied))
+            call_args, call_kwargs = _rebind(signature, self, copied)
+            try:
+                init(*call_args, **call_kwargs)
+            finally:
+                if outermost:
+                    object.__setattr__(self, "_frozen_initializing", False)
+            if outermost:
+                object.__setattr__(self, "_frozen_init_args", copied)
+
+        __init__.__frozen_wrapped__ = True  # type: ignore[attr-defined]
+        cls.__init__ = __init__  # type: ignore[method-assign,assignment]
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if "_frozen_init_args" in self.__dict__:
+            raise FrozenMiddlewareError.for_assignment(_name_of(self), name)
+        object.__setattr__(self, name, value)
+
+    def __delattr__(self, name: str) -> None:
+        if "_frozen_init_args" in self.__dict__:
+            raise FrozenMiddlewareError.for_assignment(_name_of(self), name)
+        object.__delattr__(self, name)
+
+    def replace(self: _Self, **changes: Any) -> _Self:
+        """A new instance with the same constructor arguments except ``changes`` (validated again by the
+        constructor). Build a new agent with it; agents already built keep the old instance."""
+        recorded: tuple[inspect.Signature, dict[str, Any]] | None = self.__dict__.get("_frozen_recorded")
+        if recorded is None:  # pragma: no cover - every FrozenConfig instance records its arguments
+            raise TypeError(f"{type(self).__name__} was not constructed through its __init__")
+        signature, arguments = recorded
+        named = _parameter_names(signature)
+        var_kw = next((n for n, p in signature.parameters.items() if p.kind is p.VAR_KEYWORD), None)
+        unknown = sorted(set(changes) - named)
+        if unknown and var_kw is None:
+            raise MiddlewareConfigError(
+                f"{_name_of(self)}.replace() got unknown argument(s) {unknown}. Pass constructor arguments: "
+                f"{sorted(named)}.",
+                middleware=_name_of(self),
+                hook="replace",
+            )
+        merged = {**arguments, **{k: v for k, v in changes.items() if k in named}}
+        if unknown and var_kw is not None:
+            merged[var_kw] = {**merged.get(var_kw, {}), **{k: changes[k] for k in unknown}}
+        args, kwargs = _rebind(signature, None, merged)
+        return type(self)(*args, **kwargs)
+
+
+def _parameter_names(signature: inspect.Signature) -> set[str]:
+    return {
+        name
+        for name, p in signature.parameters.items()
+        if name != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+    }
+
+
+def _rebind(signature: inspect.Signature, self: Any, arguments: Mapping[str, Any]) -> tuple[list[Any], dict[str, Any]]:
+    """Positional and keyword arguments that call a function of ``signature`` with ``arguments`` (as bound)."""
+    args: list[Any] = [self] if self is not None else []
+    kwargs: dict[str, Any] = {}
+    for name, param in signature.parameters.items():
+        if name == "self":
+            continue
+        if name not in arguments:
+            continue
+        value = arguments[name]
+        if param.kind is param.VAR_POSITIONAL:
+            args.extend(value)
+        elif param.kind is param.VAR_KEYWORD:
+            kwargs.update(value)
+        elif param.kind is param.POSITIONAL_ONLY or (
+            param.kind is param.POSITIONAL_OR_KEYWORD and _has_varargs(signature)
+        ):
+            args.append(value)
+        else:
+            kwargs[name] = value
+    return args, kwargs
+
+
+def _has_varargs(signature: inspect.Signature) -> bool:
+    return any(p.kind is p.VAR_POSITIONAL for p in signature.parameters.values())
+
+
+def _name_of(obj: Any) -> str:
+    name: Callable[[], str] | str | None = getattr(obj, "name", None)
+    return name if isinstance(name, str) else type(obj).__name__
