@@ -15,7 +15,7 @@ from bench.checkpoints import count_checkpoints
 from bench.fixtures import NS
 from bench.micro import format_micro, run_micro
 from bench.report import format_async, format_checkpoints, format_derived, format_detail, format_main_table
-from bench.subjects import Subject, bare_subject, hand_subject, mk_subject
+from bench.subjects import Subject, bare_subject, hand_subject, inline_subject, mk_subject
 from bench.timing import Settings, measure_sync
 
 # (rounds, batch, warmup) of the sync part, and of the async part.
@@ -97,6 +97,7 @@ def main(argv: list[str] | None = None) -> int:
 
     subjects: list[Subject] = [bare_subject()]
     for ckpt in (False, True):
+        subjects.append(inline_subject(ckpt))
         for n in NS:
             subjects.append(mk_subject(n, ckpt))
             subjects.append(hand_subject(n, ckpt))

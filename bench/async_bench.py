@@ -10,7 +10,9 @@ Cases (no checkpointer):
 * ``bare``: the bare loop with ``await bound.ainvoke(...)`` / ``await add.ainvoke(...)``.
 * ``hand[async]``, N = 0, 1, 10: the hand-built graph with async nodes, calling the hooks' async twins inline.
 * ``mk``, N = 0: ``create_agent`` without middleware.
+* ``inline``, N = 0: the minimal hand-built graph, tools called inline (no ``ToolNode``).
 * ``mk[async]``, N = 1, 10: no-ops defining the async twins too (no sync/async bridging).
+* ``mk[flow]``, N = 1, 10: the same no-ops with their wrap hooks written once, as flows.
 * ``mk[sync]``, N = 1, 5, 10: the issue's sync-only no-ops (every sync hook bridged to a worker thread).
 
 Every case is first checked with one ``ainvoke`` under a timeout, each on a fresh event loop (its own default
@@ -62,10 +64,10 @@ def _default_workers() -> int:
 
 
 def _subjects() -> list[Any]:
-    from bench.fixtures import AsyncNoopMiddleware, NoopMiddleware
-    from bench.subjects import bare_subject, hand_subject, mk_subject
+    from bench.fixtures import AsyncNoopMiddleware, FlowNoopMiddleware, NoopMiddleware
+    from bench.subjects import bare_subject, hand_subject, inline_subject, mk_subject
 
-    subjects = [bare_subject(is_async=True)]
+    subjects = [bare_subject(is_async=True), inline_subject(False, is_async=True)]
     for n in (0, 1, 10):
         subjects.append(hand_subject(n, False, is_async=True, cls=AsyncNoopMiddleware))
         subjects[-1].variant = "async"
@@ -73,6 +75,8 @@ def _subjects() -> list[Any]:
     for n in (1, 10):
         subjects.append(mk_subject(n, False, is_async=True, cls=AsyncNoopMiddleware))
         subjects[-1].variant = "async"
+        subjects.append(mk_subject(n, False, is_async=True, cls=FlowNoopMiddleware))
+        subjects[-1].variant = "flow"
     for n in (1, 5, 10):
         subjects.append(mk_subject(n, False, is_async=True, cls=NoopMiddleware))
         subjects[-1].variant = "sync"

@@ -18,6 +18,7 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 
 from middleware_kit import AgentMiddleware
+from middleware_kit.flow import ModelCallFlow, ToolCallFlow
 from middleware_kit.hooks import AsyncModelHandler, AsyncToolHandler, ModelHandler, ToolHandler, ToolResult
 from middleware_kit.testing import ScriptedChatModel, tool_call
 from middleware_kit.types import ModelRequest, ToolCallRequest
@@ -103,7 +104,33 @@ class AsyncNoopMiddleware(NoopMiddleware):
         return await handler(request)
 
 
-def noops(n: int, cls: type[NoopMiddleware] = NoopMiddleware) -> list[NoopMiddleware]:
+class FlowNoopMiddleware(AgentMiddleware[Any, Any]):
+    """The same no-op with its wrap hooks written once, as flows (node hooks with async twins, as
+    :class:`AsyncNoopMiddleware`): compared with it, the cost of a flow under ``ainvoke``."""
+
+    def __init__(self, index: int) -> None:
+        self.name = f"flow_noop_{index}"
+
+    def before_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        return None
+
+    async def abefore_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        return None
+
+    def after_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        return None
+
+    async def aafter_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        return None
+
+    def wrap_model_call(self, request: ModelRequest[Any]) -> ModelCallFlow:
+        return (yield request)
+
+    def wrap_tool_call(self, request: ToolCallRequest) -> ToolCallFlow:
+        return (yield request)
+
+
+def noops(n: int, cls: type[Any] = NoopMiddleware) -> list[Any]:
     return [cls(i) for i in range(n)]
 
 

@@ -1,6 +1,10 @@
-"""Precision, recall and F1 of the built-in PII detectors on the labeled corpus (``tests/middlewares/pii_corpus.py``).
+"""Precision, recall and F1 of the built-in PII detectors on the two labeled corpora: the generated one
+(``tests/middlewares/pii_corpus.py``) and the hand-labeled real-world one
+(``tests/middlewares/pii_realworld_corpus.py``: multi-language text, internationalised emails, CJK without spaces,
+fullwidth and zero-width characters, CSV rows).
 
-Run: ``.venv/bin/python -m bench.pii_eval`` (``--errors`` lists the false positives and false negatives).
+Run: ``.venv/bin/python -m bench.pii_eval`` (both corpora; ``--corpus generated`` or ``--corpus realworld`` for one;
+``--errors`` lists the false positives and false negatives).
 Scoring is per entity with exact spans: a detection counts only if its type, start and end all match a label.
 Targets: macro-F1 >= 0.95 and F1 >= 0.90 for every type.
 """
@@ -13,6 +17,7 @@ from typing import Any
 
 from middleware_kit.middlewares._pii_detectors import BUILTIN_DETECTORS
 from tests.middlewares.pii_corpus import TYPES, corpus
+from tests.middlewares.pii_realworld_corpus import heldout_corpus, realworld_corpus
 
 __all__ = ["Score", "evaluate", "main"]
 
@@ -61,22 +66,34 @@ def macro_f1(scores: dict[str, Score]) -> float:
     return sum(s.f1 for s in scores.values()) / len(scores)
 
 
+CORPORA = {"generated": corpus, "realworld": realworld_corpus, "heldout": heldout_corpus}
+"""``heldout`` was written after tuning on the other two (see its comment for its first, untouched score)."""
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    records = corpus()
+    names = [argv[argv.index("--corpus") + 1]] if "--corpus" in argv else list(CORPORA)
+    ok = True
+    for name in names:
+        ok = _report(name, CORPORA[name](), "--errors" in argv) and ok
+    return 0
+
+
+def _report(name: str, records: list[dict[str, Any]], errors: bool) -> bool:
     scores = evaluate(records)
-    print(f"corpus: {len(records)} records, {sum(len(r['entities']) for r in records)} labeled entities")
+    print(f"corpus {name}: {len(records)} records, {sum(len(r['entities']) for r in records)} labeled entities")
     print(f"{'type':<12} {'tp':>5} {'fp':>4} {'fn':>4} {'precision':>9} {'recall':>7} {'F1':>6}")
     for pii_type, s in scores.items():
         print(f"{pii_type:<12} {s.tp:>5} {s.fp:>4} {s.fn:>4} {s.precision:>9.3f} {s.recall:>7.3f} {s.f1:>6.3f}")
     print(f"{'macro-F1':<12} {macro_f1(scores):>39.3f}")
-    if "--errors" in argv:
+    if errors:
         for pii_type, s in scores.items():
             for line in s.errors:
                 print(f"[{pii_type}] {line}")
     ok = macro_f1(scores) >= 0.95 and all(s.f1 >= 0.90 for s in scores.values())
     print("targets (macro-F1 >= 0.95, each >= 0.90):", "met" if ok else "MISSED")
-    return 0
+    print()
+    return ok
 
 
 if __name__ == "__main__":

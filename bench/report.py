@@ -142,6 +142,24 @@ def format_derived(stats: dict[str, Stats], ns: Sequence[int]) -> tuple[str, lis
         )
     for ckpt in (False, True):
         label = "InMemorySaver" if ckpt else "no checkpointer"
+        k_mk, k_min = _key("mk", ckpt, 0), _key("inline", ckpt, 0)
+        if k_min in stats:
+            mk0, min0 = stats[k_mk].median_us, stats[k_min].median_us
+            ratio = mk0 / min0
+            low, high = bootstrap_interval(stats, [k_mk, k_min], _ratio(k_mk, k_min))
+            lines.append(
+                f"  N=0 middleware_kit / minimal graph, tools inline ({label}): {mk0:,.0f} / {min0:,.0f} µs = "
+                f"{ratio:.3f}x {_interval(low, high, '.3f')}"
+            )
+            verdicts.append(
+                Verdict(
+                    f"N=0 within {RATIO_TARGET:g}x of the minimal graph, tools inline ({label})",
+                    ratio <= RATIO_TARGET,
+                    f"{ratio:.3f}x {_interval(low, high, '.3f')}",
+                )
+            )
+    for ckpt in (False, True):
+        label = "InMemorySaver" if ckpt else "no checkpointer"
         k_mk, k_hand = _key("mk", ckpt, 0), _key("hand", ckpt, 0)
         mk0, hand0 = stats[k_mk].median_us, stats[k_hand].median_us
         ratio = mk0 / hand0
@@ -211,6 +229,8 @@ def format_async(report: AsyncReport) -> str:
         "hand[async]": "hand-built, async nodes, async twins inline",
         "mk": "middleware_kit, no middleware",
         "mk[async]": "middleware_kit, no-ops with async twins",
+        "mk[flow]": "middleware_kit, no-ops, wrap hooks as flows",
+        "inline": "minimal graph, tools inline (no ToolNode)",
         "mk[sync]": "middleware_kit, sync-only no-ops (bridged)",
     }
     rows = []
@@ -232,6 +252,16 @@ def format_async(report: AsyncReport) -> str:
     hand = {n: ref.get(("hand", "async", n)) for n in (0, 1, 10)}
     if mk[0] and hand[0]:
         lines.append(f"  N=0 middleware_kit / hand-built (async): {mk[0] / hand[0]:.3f}x")
+    inline = ref.get(("inline", "", 0))
+    if mk[0] and inline:
+        lines.append(f"  N=0 middleware_kit / minimal graph, tools inline (async): {mk[0] / inline:.3f}x")
+    for n in (1, 10):
+        flow, twins = ref.get(("mk", "flow", n)), mk.get(n)
+        if flow and twins:
+            lines.append(
+                f"  flows vs async twins under ainvoke, N={n}: {flow:,.0f} / {twins:,.0f} µs = {flow / twins:.3f}x "
+                f"(one body per wrap hook, no thread hop)"
+            )
     if all(mk.values()) and all(hand.values()):
         m, h = cast(dict[int, float], mk), cast(dict[int, float], hand)
         lines.append(

@@ -41,6 +41,7 @@ __all__ = [
     "Subject",
     "bare_subject",
     "hand_subject",
+    "inline_subject",
     "mk_subject",
 ]
 
@@ -101,9 +102,7 @@ def _messages(result: Any) -> Result:
 
 
 # -- middleware_kit ------------------------------------------------------------------------------------------
-def mk_subject(
-    n: int, checkpointer: bool, *, is_async: bool = False, cls: type[NoopMiddleware] = NoopMiddleware
-) -> Subject:
+def mk_subject(n: int, checkpointer: bool, *, is_async: bool = False, cls: type[Any] = NoopMiddleware) -> Subject:
     model = make_model()
     saver = InMemorySaver() if checkpointer else None
     agent = middleware_kit.create_agent(model, [add], middleware=noops(n, cls), checkpointer=saver)
@@ -297,6 +296,63 @@ def hand_subject(
     saver = InMemorySaver() if checkpointer else None
     graph, reset_model = build_hand_graph(n, saver, is_async=is_async, cls=cls)
     subject = Subject("hand", n, checkpointer, saver=saver, reset_model=reset_model, graph=graph)
+    if is_async:
+
+        async def arun(inp: dict[str, Any], cfg: Config) -> Result:
+            return _messages(await graph.ainvoke(inp, cfg))
+
+        subject.arun = arun
+    else:
+
+        def run(inp: dict[str, Any], cfg: Config) -> Result:
+            return _messages(graph.invoke(inp, cfg))
+
+        subject.run = run
+    return subject
+
+
+# -- minimal hand-built graph, tools called inline ------------------------------------------------------------
+def build_inline_graph(checkpointer: InMemorySaver | None, *, is_async: bool = False) -> tuple[Any, Callable[[], None]]:
+    """The smallest ReAct graph: a model node, a tool node that calls each tool inline (no ``ToolNode``, so no
+    thread pool per invoke), ``tools_condition``. The baseline of the zero-middleware target."""
+    model = make_model()
+    bound = model.bind_tools([add])
+    tools = {add.name: add}
+    builder: StateGraph[Any, Any, Any, Any] = StateGraph(HandState)
+
+    def answers(state: HandState) -> list[Any]:
+        return list(state["messages"][-1].tool_calls)  # type: ignore[union-attr]
+
+    if is_async:
+
+        async def amodel_node(state: HandState) -> dict[str, Any]:
+            return {"messages": [await bound.ainvoke(state["messages"])]}
+
+        async def atool_node(state: HandState) -> dict[str, Any]:
+            return {"messages": [await tools[c["name"]].ainvoke({**c, "type": "tool_call"}) for c in answers(state)]}
+
+        builder.add_node("model", amodel_node)
+        builder.add_node("tools", atool_node)
+    else:
+
+        def model_node(state: HandState) -> dict[str, Any]:
+            return {"messages": [bound.invoke(state["messages"])]}
+
+        def tool_node(state: HandState) -> dict[str, Any]:
+            return {"messages": [tools[c["name"]].invoke({**c, "type": "tool_call"}) for c in answers(state)]}
+
+        builder.add_node("model", model_node)
+        builder.add_node("tools", tool_node)
+    builder.add_edge(START, "model")
+    builder.add_conditional_edges("model", tools_condition, ["tools", END])
+    builder.add_edge("tools", "model")
+    return builder.compile(checkpointer=checkpointer), model.reset
+
+
+def inline_subject(checkpointer: bool, *, is_async: bool = False) -> Subject:
+    saver = InMemorySaver() if checkpointer else None
+    graph, reset_model = build_inline_graph(saver, is_async=is_async)
+    subject = Subject("inline", 0, checkpointer, saver=saver, reset_model=reset_model, graph=graph)
     if is_async:
 
         async def arun(inp: dict[str, Any], cfg: Config) -> Result:

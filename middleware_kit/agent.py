@@ -29,23 +29,14 @@ def _split_tools(tools: Sequence[Any] | None) -> tuple[list[BaseTool], list[dict
     if tools is None:
         return [], []
     if isinstance(tools, ToolNode):
-        raise AgentArgumentError(
-            "create_agent(tools=...) does not take a ToolNode: pass the list of tools itself "
-            "(create_agent builds its own tool node so middleware can wrap every call).",
-            argument="tools",
-        )
+        raise AgentArgumentError.tool_node_given()
     if isinstance(tools, (BaseTool, dict)) or not isinstance(tools, Sequence):
-        raise AgentArgumentError(
-            f"create_agent(tools=...) takes a list of tools; got {type(tools).__name__}. Use tools=[...].",
-            argument="tools",
-        )
+        raise AgentArgumentError.tools_not_a_list(tools)
     client: list[BaseTool] = []
     provider: list[dict[str, Any]] = []
     for item in tools:
         if isinstance(item, ToolNode):
-            raise AgentArgumentError(
-                "create_agent(tools=...) does not take a ToolNode: pass the list of tools itself.", argument="tools"
-            )
+            raise AgentArgumentError.tool_node_given(listed=True)
         if isinstance(item, BaseTool):
             client.append(item)
         elif isinstance(item, dict):
@@ -53,11 +44,7 @@ def _split_tools(tools: Sequence[Any] | None) -> tuple[list[BaseTool], list[dict
         elif callable(item):
             client.append(as_tool(item))
         else:
-            raise AgentArgumentError(
-                f"create_agent(tools=...) holds {item!r}; a tool is a BaseTool, a function, or a dict "
-                f"(a provider's built-in tool).",
-                argument="tools",
-            )
+            raise AgentArgumentError.not_a_tool(item)
     return client, provider
 
 
@@ -66,10 +53,7 @@ def _system_message(system_prompt: str | SystemMessage | None) -> SystemMessage 
         return system_prompt
     if isinstance(system_prompt, str):
         return SystemMessage(content=system_prompt)
-    raise AgentArgumentError(
-        f"create_agent(system_prompt=...) must be a str or a SystemMessage; got {type(system_prompt).__name__}.",
-        argument="system_prompt",
-    )
+    raise AgentArgumentError.bad_system_prompt(system_prompt)
 
 
 def create_agent(
@@ -109,15 +93,9 @@ def create_agent(
         checkpointer, store, interrupt_before, interrupt_after, debug, name: passed to LangGraph's ``compile``.
     """
     if isinstance(model, str):
-        raise AgentArgumentError(
-            f"create_agent(model={model!r}): pass a chat model instance (e.g. ChatOpenAI(model=...)); "
-            f"middleware_kit does not resolve model names.",
-            argument="model",
-        )
+        raise AgentArgumentError.model_name_given(model)
     if not isinstance(model, BaseChatModel):
-        raise AgentArgumentError(
-            f"create_agent(model=...) takes a BaseChatModel; got {type(model).__name__}.", argument="model"
-        )
+        raise AgentArgumentError.not_a_chat_model(model)
     client_tools, provider_tools = _split_tools(tools)
     system_message = _system_message(system_prompt)
     strategy = to_strategy(response_format)
@@ -131,14 +109,11 @@ def create_agent(
         if schema is not None:
             sources.append((mw.name, schema))
     schema_name = "".join(ch for ch in (name or "Agent").title() if ch.isalnum()) or "Agent"
-    merged = merge_state_schemas(sources, name=schema_name)
+    guards = pipeline.guards
+    merged = merge_state_schemas(sources, name=schema_name, messages_reducer=guards.reducer() if guards else None)
 
     if context_schema is not None and not isinstance(context_schema, type):
-        raise MiddlewareConfigError(
-            f"context_schema must be a class (dataclass, pydantic model or TypedDict); got {context_schema!r}.",
-            middleware="create_agent",
-            hook="context_schema",
-        )
+        raise MiddlewareConfigError.context_schema_not_a_class(context_schema)
 
     graph = build_graph(
         model=model,
@@ -153,13 +128,7 @@ def create_agent(
     for option, nodes in (("interrupt_before", interrupt_before), ("interrupt_after", interrupt_after)):
         unknown = [n for n in nodes or () if n != "*" and n not in graph.nodes]
         if unknown:
-            raise MiddlewareConfigError(
-                f"create_agent({option}={unknown!r}): no such node. The nodes are: {', '.join(graph.nodes)}. "
-                f"before_model and after_model hooks run inside the 'model' node (unless they may interrupt): "
-                f"use {option}=['model'] to pause around a model call, ['tools'] around tool calls.",
-                middleware="create_agent",
-                hook=option,
-            )
+            raise MiddlewareConfigError.unknown_nodes(option, unknown, graph.nodes)
     compiled = graph.builder.compile(
         checkpointer=checkpointer,
         store=store,
@@ -168,6 +137,8 @@ def create_agent(
         debug=debug,
         name=name,
     )
+    if guards:
+        guards.install(compiled)
     plan: MiddlewarePlan = build_plan(
         name or "LangGraph",
         pipeline,

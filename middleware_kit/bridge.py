@@ -59,6 +59,7 @@ class ElasticPool:
         return future
 
     def _work(self) -> None:
+        __tracebackhide__ = True
         while True:
             try:
                 future, fn = self._jobs.get(timeout=self._idle_seconds)
@@ -91,6 +92,7 @@ def _thread_loop() -> asyncio.AbstractEventLoop:
 
 def run_coroutine_sync(coro: Coroutine[Any, Any, T]) -> T:
     """Drive ``coro`` to completion from sync code, in the current context."""
+    __tracebackhide__ = True
     try:
         asyncio.get_running_loop()
     except RuntimeError:
@@ -102,10 +104,12 @@ def run_coroutine_sync(coro: Coroutine[Any, Any, T]) -> T:
 
 
 def _run_on_thread_loop(coro: Coroutine[Any, Any, T]) -> T:
+    __tracebackhide__ = True
     return _thread_loop().run_until_complete(coro)
 
 
 async def run_sync_in_thread(func: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
     """Run a sync callable off the event loop, in a copy of the current context."""
+    __tracebackhide__ = True
     ctx = contextvars.copy_context()
     return await asyncio.wrap_future(_pool.submit(functools.partial(ctx.run, func, *args, **kwargs)))

@@ -27,13 +27,17 @@ from langgraph.errors import GraphBubbleUp
 from langgraph.types import Command
 
 from middleware_kit.bridge import run_coroutine_sync, run_sync_in_thread
+from middleware_kit.drive import Flow, Step, run_async, run_sync
 from middleware_kit.errors import HookReturnError
+from middleware_kit.flow import as_engine_flow
+from middleware_kit.hooks import HookMode
 from middleware_kit.types import ExtendedModelResponse, ModelRequest, ModelResponse, ToolCallRequest
 
 __all__ = [
     "CallState",
     "Layer",
     "call_async",
+    "call_flow",
     "call_sync",
     "compose",
     "model_request_layer",
@@ -116,6 +120,7 @@ def _sync_run(layers: Sequence[Layer[Any, Any]], first: int, last: int, inner: A
     """Layers ``first..last`` (all sync-only) as one async handler: one thread hop for the whole run."""
 
     def back_to_loop(request: Any) -> Any:
+        __tracebackhide__ = True
         loop = _LOOP.get()
         assert loop is not None
         return asyncio.run_coroutine_threadsafe(_awaited(inner, request), loop).result()
@@ -126,6 +131,7 @@ def _sync_run(layers: Sequence[Layer[Any, Any]], first: int, last: int, inner: A
     chain = sub
 
     async def hop(request: Any) -> Any:
+        __tracebackhide__ = True
         token = _LOOP.set(asyncio.get_running_loop())
         try:
             return await run_sync_in_thread(chain, request)
@@ -136,49 +142,50 @@ def _sync_run(layers: Sequence[Layer[Any, Any]], first: int, last: int, inner: A
 
 
 async def _awaited(handler: AsyncHandler, request: Any) -> Any:
+    __tracebackhide__ = True
     return await handler(request)
+
+
+def call_flow(chain: SyncHandler, achain: AsyncHandler | None, request: Any) -> Flow[tuple[Any, CallState]]:
+    """Run a composed chain for one call (``chain`` under invoke, ``achain`` under ainvoke); re-raise a swallowed
+    interrupt."""
+    __tracebackhide__ = True
+    state = CallState()
+    token = _CALL.set(state)
+    try:
+        result = yield Step(chain, achain, request)
+    except GraphBubbleUp:
+        raise
+    except BaseException:
+        if state.bubble is not None:
+            raise state.bubble from None
+        raise
+    finally:
+        _CALL.reset(token)
+    if state.bubble is not None:
+        raise state.bubble
+    return result, state
 
 
 def call_sync(chain: SyncHandler, request: Any) -> tuple[Any, CallState]:
     """Run a composed sync chain for one call; re-raise a swallowed interrupt."""
-    state = CallState()
-    token = _CALL.set(state)
-    try:
-        result = chain(request)
-    except GraphBubbleUp:
-        raise
-    except BaseException:
-        if state.bubble is not None:
-            raise state.bubble from None
-        raise
-    finally:
-        _CALL.reset(token)
-    if state.bubble is not None:
-        raise state.bubble
-    return result, state
+    __tracebackhide__ = True
+    return run_sync(call_flow(chain, None, request))
 
 
 async def call_async(chain: AsyncHandler, request: Any) -> tuple[Any, CallState]:
     """Run a composed async chain for one call; re-raise a swallowed interrupt."""
-    state = CallState()
-    token = _CALL.set(state)
-    try:
-        result = await chain(request)
-    except GraphBubbleUp:
-        raise
-    except BaseException:
-        if state.bubble is not None:
-            raise state.bubble from None
-        raise
-    finally:
-        _CALL.reset(token)
-    if state.bubble is not None:
-        raise state.bubble
-    return result, state
+    __tracebackhide__ = True
+    return await run_async(call_flow(_unused, chain, request))
+
+
+def _unused(request: Any) -> Any:
+    raise AssertionError("the sync chain of an async call")
 
 
 def _as_async(handler: SyncHandler) -> AsyncHandler:
     async def ahandler(request: Any) -> Any:
+        __tracebackhide__ = True
         return handler(request)
 
     return ahandler
@@ -208,6 +215,46 @@ def _model_response(value: object, owner: str, depth: int) -> ModelResponse[Any]
     )
 
 
+def _body_layer(
+    owner: str, hook: str, mode: str, body: Callable[[Any, Any, int], Flow[Any]]
+) -> Layer[Any, Any]:
+    """A layer written once: ``body(request, next_handler, depth)`` is an engine flow, run by the sync driver in the
+    sync chain and by the async driver in the async chain (its steps call the hook's twin for the mode)."""
+
+    def build_sync(nxt: SyncHandler, depth: int) -> SyncHandler:
+        def layer(request: Any) -> Any:
+            __tracebackhide__ = True
+            return run_sync(body(request, nxt, depth))
+
+        return layer
+
+    def build_async(nxt: AsyncHandler, depth: int) -> AsyncHandler:
+        async def alayer(request: Any) -> Any:
+            __tracebackhide__ = True
+            return await run_async(body(request, nxt, depth))
+
+        return alayer
+
+    return Layer(owner, hook, mode, build_sync, build_async)
+
+
+def _flow_layer(
+    owner: str, hook: str, flow_fn: Callable[..., Any], request_type: type, normalize: Callable[[object, int], Any]
+) -> Layer[Any, Any]:
+    """A flow ``wrap_*_call`` (a generator) as a layer: the same generator under the sync and the async driver."""
+
+    def body(request: Any, nxt: Any, depth: int) -> Flow[Any]:
+        __tracebackhide__ = True
+        try:
+            result = yield from as_engine_flow(flow_fn(request), nxt, request_type, owner, hook)
+        except GraphBubbleUp as exc:
+            _note_bubble(exc)
+            raise
+        return normalize(result, depth)
+
+    return _body_layer(owner, hook, HookMode.FLOW, body)
+
+
 def _wrap_layer(
     owner: str,
     hook: str,
@@ -216,36 +263,29 @@ def _wrap_layer(
     fast: type,
     normalize: Callable[[object, int], Any],
 ) -> Layer[Any, Any]:
-    """A ``wrap_*_call`` as a layer: ``fast`` is the usual return type (passed through untouched); anything else
-    goes through ``normalize`` (which converts or raises ``HookReturnError``)."""
+    """A classic ``wrap_*_call`` (``fn(request, handler)``) as a layer. ``fast`` is the usual return type (passed
+    through untouched); anything else goes through ``normalize`` (which converts or raises ``HookReturnError``).
+
+    The hot path of every model and tool call, so it is plain closures around the hook (a generator round-trip
+    per layer would cost about 2 µs per call): ``fn(request, nxt)`` in the sync chain, ``await afn(request, nxt)``
+    in the async chain. An async-only hook under ``invoke`` is driven to completion on a loop.
+    """
+
+    def finish(result: Any, depth: int) -> Any:
+        return result if type(result) is fast else normalize(result, depth)
 
     def build_sync(nxt: SyncHandler, depth: int) -> SyncHandler:
-        if sync_fn is not None:
-            fn = sync_fn
+        fn = sync_fn if sync_fn is not None else _driven(async_fn)
 
-            def layer(request: Any) -> Any:
-                try:
-                    result = fn(request, nxt)
-                except GraphBubbleUp as exc:
-                    _note_bubble(exc)
-                    raise
-                if type(result) is fast:
-                    return result
-                return normalize(result, depth)
-
-            return layer
-        assert async_fn is not None
-        afn, anxt = async_fn, _as_async(nxt)
-
-        def bridged(request: Any) -> Any:
+        def layer(request: Any) -> Any:
+            __tracebackhide__ = True
             try:
-                result = run_coroutine_sync(afn(request, anxt))
+                return finish(fn(request, nxt), depth)
             except GraphBubbleUp as exc:
                 _note_bubble(exc)
                 raise
-            return normalize(result, depth)
 
-        return bridged
+        return layer
 
     def build_async(nxt: AsyncHandler, depth: int) -> AsyncHandler:
         if async_fn is None:
@@ -253,27 +293,44 @@ def _wrap_layer(
         afn = async_fn
 
         async def alayer(request: Any) -> Any:
+            __tracebackhide__ = True
             try:
-                result = await afn(request, nxt)
+                return finish(await afn(request, nxt), depth)
             except GraphBubbleUp as exc:
                 _note_bubble(exc)
                 raise
-            if type(result) is fast:
-                return result
-            return normalize(result, depth)
 
         return alayer
 
     return Layer(owner, hook, _mode(sync_fn, async_fn), build_sync, build_async)
 
 
+def _driven(async_fn: Callable[..., Any] | None) -> Callable[..., Any]:
+    """An async-only wrap hook for the sync chain: its handler made awaitable, the coroutine driven on a loop."""
+    assert async_fn is not None
+    afn = async_fn
+
+    def driven(request: Any, nxt: SyncHandler) -> Any:
+        __tracebackhide__ = True
+        return run_coroutine_sync(afn(request, _as_async(nxt)))
+
+    return driven
+
+
 def wrap_model_layer(
-    owner: str, sync_fn: Callable[..., Any] | None, async_fn: Callable[..., Any] | None
+    owner: str,
+    sync_fn: Callable[..., Any] | None,
+    async_fn: Callable[..., Any] | None,
+    mode: HookMode | None = None,
 ) -> Layer[ModelRequest[Any], ModelResponse[Any]]:
-    """A ``wrap_model_call`` (sync, async or both) as a layer."""
+    """A ``wrap_model_call`` (sync, async, both, or a flow) as a layer."""
+
     def normalize(value: object, depth: int) -> ModelResponse[Any]:
         return _model_response(value, owner, depth)
 
+    if (mode or HookMode.of(sync_fn, async_fn, "wrap_model")) is HookMode.FLOW:
+        assert sync_fn is not None
+        return _flow_layer(owner, "wrap_model_call", sync_fn, ModelRequest, normalize)
     return _wrap_layer(owner, "wrap_model_call", sync_fn, async_fn, ModelResponse, normalize)
 
 
@@ -281,39 +338,16 @@ def model_request_layer(
     owner: str, sync_fn: Callable[..., Any] | None, async_fn: Callable[..., Any] | None
 ) -> Layer[ModelRequest[Any], ModelResponse[Any]]:
     """A ``modify_model_request`` as a layer: it rewrites the request, then calls the next handler once."""
+    hook = Step.twin(sync_fn, async_fn)
 
-    def checked(value: object) -> ModelRequest[Any]:
-        if isinstance(value, ModelRequest):
-            return value
-        raise HookReturnError.for_request_hook(owner, "modify_model_request", value)
+    def body(request: ModelRequest[Any], nxt: Any, depth: int) -> Flow[Any]:
+        __tracebackhide__ = True
+        changed = yield hook.with_args(request, request.state)
+        if not isinstance(changed, ModelRequest):
+            raise HookReturnError.for_request_hook(owner, "modify_model_request", changed)
+        return (yield Step(nxt, nxt, changed))
 
-    def build_sync(nxt: SyncHandler, depth: int) -> SyncHandler:
-        if sync_fn is not None:
-            fn = sync_fn
-
-            def layer(request: ModelRequest[Any]) -> Any:
-                return nxt(checked(fn(request, request.state)))
-
-            return layer
-        assert async_fn is not None
-        afn = async_fn
-
-        def bridged(request: ModelRequest[Any]) -> Any:
-            return nxt(checked(run_coroutine_sync(afn(request, request.state))))
-
-        return bridged
-
-    def build_async(nxt: AsyncHandler, depth: int) -> AsyncHandler:
-        if async_fn is not None:
-            afn = async_fn
-
-            async def alayer(request: ModelRequest[Any]) -> Any:
-                return await nxt(checked(await afn(request, request.state)))
-
-            return alayer
-        raise _sync_only(owner)
-
-    return Layer(owner, "modify_model_request", _mode(sync_fn, async_fn), build_sync, build_async)
+    return _body_layer(owner, "modify_model_request", _mode(sync_fn, async_fn), body)
 
 
 # -- tool chain --------------------------------------------------------------------------------------------------
@@ -324,12 +358,19 @@ def _tool_result(value: object, owner: str, hook: str) -> ToolMessage | Command[
 
 
 def wrap_tool_layer(
-    owner: str, sync_fn: Callable[..., Any] | None, async_fn: Callable[..., Any] | None
+    owner: str,
+    sync_fn: Callable[..., Any] | None,
+    async_fn: Callable[..., Any] | None,
+    mode: HookMode | None = None,
 ) -> Layer[ToolCallRequest, ToolMessage | Command[Any]]:
-    """A ``wrap_tool_call`` (sync, async or both) as a layer."""
+    """A ``wrap_tool_call`` (sync, async, both, or a flow) as a layer."""
+
     def normalize(value: object, depth: int) -> ToolMessage | Command[Any]:
         return _tool_result(value, owner, "wrap_tool_call")
 
+    if (mode or HookMode.of(sync_fn, async_fn, "wrap_tool")) is HookMode.FLOW:
+        assert sync_fn is not None
+        return _flow_layer(owner, "wrap_tool_call", sync_fn, ToolCallRequest, normalize)
     return _wrap_layer(owner, "wrap_tool_call", sync_fn, async_fn, ToolMessage, normalize)
 
 
@@ -359,61 +400,24 @@ def tool_hooks_layer(
     ``before_tool`` may replace the request or return a ``ToolMessage`` that skips the tool (then only the
     ``after_tool`` hooks of outer middlewares see it, as in any onion). ``after_tool`` may replace the result.
     """
-    b_sync, b_async = before
-    a_sync, a_async = after
+    before_hook = Step.twin(*before) if any(before) else None
+    after_hook = Step.twin(*after) if any(after) else None
 
-    def sync_of(fn: Callable[..., Any] | None, afn: Callable[..., Any] | None) -> Callable[..., Any] | None:
-        if fn is not None:
-            return fn
-        if afn is not None:
-            bridged_afn = afn
-            return lambda *args: run_coroutine_sync(bridged_afn(*args))
-        return None
-
-    def build_sync(nxt: SyncHandler, depth: int) -> SyncHandler:
-        bt, at = sync_of(b_sync, b_async), sync_of(a_sync, a_async)
-
-        def layer(request: ToolCallRequest) -> Any:
-            if bt is not None:
-                changed = _before_result(bt(request), owner)
-                if changed is not None:
-                    if isinstance(changed, ToolMessage):
-                        return changed
-                    request = changed
-            result = nxt(request)
-            if at is None:
-                return result
-            return _after_result(at(request, result), owner, result)
-
-        return layer
-
-    def build_async(nxt: AsyncHandler, depth: int) -> AsyncHandler:
-        async def call(fn: Callable[..., Any] | None, afn: Callable[..., Any] | None, *args: Any) -> Any:
-            if afn is not None:
-                return await afn(*args)
-            assert fn is not None
-            return await run_sync_in_thread(fn, *args)
-
-        has_before = b_sync is not None or b_async is not None
-        has_after = a_sync is not None or a_async is not None
-
-        async def alayer(request: ToolCallRequest) -> Any:
-            if has_before:
-                changed = _before_result(await call(b_sync, b_async, request), owner)
-                if changed is not None:
-                    if isinstance(changed, ToolMessage):
-                        return changed
-                    request = changed
-            result = await nxt(request)
-            if not has_after:
-                return result
-            return _after_result(await call(a_sync, a_async, request, result), owner, result)
-
-        return alayer
+    def body(request: ToolCallRequest, nxt: Any, depth: int) -> Flow[Any]:
+        __tracebackhide__ = True
+        if before_hook is not None:
+            changed = _before_result((yield before_hook.with_args(request)), owner)
+            if isinstance(changed, ToolMessage):
+                return changed
+            request = changed if changed is not None else request
+        result = yield Step(nxt, nxt, request)
+        if after_hook is None:
+            return result
+        return _after_result((yield after_hook.with_args(request, result)), owner, result)
 
     hooks = "+".join(h for h, fns in (("before_tool", before), ("after_tool", after)) if any(fns))
     modes = {_mode(*fns) for fns in (before, after) if any(fns)}
-    return Layer(owner, hooks, "/".join(sorted(modes)), build_sync, build_async)
+    return _body_layer(owner, hooks, "/".join(sorted(modes)), body)
 
 
 def _sync_only(owner: str) -> RuntimeError:
@@ -421,7 +425,5 @@ def _sync_only(owner: str) -> RuntimeError:
     return RuntimeError(f"middleware_kit internal error: async build requested for sync-only layer {owner}")
 
 
-def _mode(sync_fn: object, async_fn: object) -> str:
-    if sync_fn is not None and async_fn is not None:
-        return "sync+async"
-    return "sync" if sync_fn is not None else "async"
+def _mode(sync_fn: object, async_fn: object) -> HookMode:
+    return HookMode.of(sync_fn, async_fn, "node")

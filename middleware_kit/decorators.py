@@ -95,12 +95,8 @@ class _HookDecorator:
         may_interrupt: bool = False,
     ) -> AgentMiddleware[Any, Any] | Callable[[Callable[..., Any]], AgentMiddleware[Any, Any]]:
         if not self.node and (can_jump_to is not None or may_interrupt):
-            raise MiddlewareConfigError(
-                f"@{self.hook}(can_jump_to=..., may_interrupt=...) is not supported: only node hooks "
-                f"(before_agent, before_model, after_model, after_agent) route the run. Drop the argument, or "
-                f"move the routing into a node hook.",
-                middleware=name or (func.__name__ if func else self.hook),
-                hook=self.hook,
+            raise MiddlewareConfigError.routing_option_on_wrap_hook(
+                self.hook, name or (func.__name__ if func else self.hook)
             )
 
         def build(fn: Callable[..., Any]) -> AgentMiddleware[Any, Any]:
@@ -132,11 +128,7 @@ def make_middleware(
 ) -> AgentMiddleware[Any, Any]:
     """Make an instance of a new ``AgentMiddleware`` subclass whose ``hook`` (or async twin) is ``fn``."""
     if not callable(fn):
-        raise MiddlewareConfigError(
-            f"@{hook} must decorate a function; got {type(fn).__name__}.",
-            middleware=name or hook,
-            hook=hook,
-        )
+        raise MiddlewareConfigError.decorated_not_callable(hook, fn, name or hook)
     cls_name = name or getattr(fn, "__name__", None) or hook
     method = HOOKS[hook].async_name if inspect.iscoroutinefunction(fn) else hook
     hook_cfg: dict[str, Any] = {}

@@ -54,6 +54,200 @@ class MiddlewareConfigError(MiddlewareError, ValueError):
     first use (e.g. a human-in-the-loop review in an agent built without a checkpointer)."""
 
 
+    # -- pipeline ----------------------------------------------------------------------------------------------
+    @classmethod
+    def not_a_middleware(cls, index: int, item: object, fix: str) -> MiddlewareConfigError:
+        return cls(
+            f"middleware[{index}] is {item!r}, not an AgentMiddleware instance: {fix}.",
+            middleware=getattr(item, "__name__", type(item).__name__),
+            hook="middleware",
+        )
+
+    @classmethod
+    def bad_name(cls, index: int, name: object, reserved: tuple[str, ...]) -> MiddlewareConfigError:
+        return cls(
+            f"middleware[{index}] has the name {name!r}; a name must be a non-empty string without "
+            f"{', '.join(repr(c) for c in reserved)}. Set a valid name with name=... .",
+            middleware=str(name),
+            hook="name",
+        )
+
+    @classmethod
+    def duplicate_name(cls, name: str, first: int, index: int) -> MiddlewareConfigError:
+        return cls(
+            f"Two middlewares are named {name!r} (middleware[{first}] and middleware[{index}]). Names must be "
+            f"unique within an agent: pass name='...' to the decorator, or set `name` on one of the instances.",
+            middleware=name,
+            hook="name",
+        )
+
+    @classmethod
+    def unknown_jump_target(cls, middleware: str, hook: str, declared: list[str]) -> MiddlewareConfigError:
+        return cls(
+            f"{middleware}.{hook} declares can_jump_to={declared}; the targets are 'model', 'tools' and 'end'.",
+            middleware=middleware,
+            hook=hook,
+        )
+
+    @classmethod
+    def jump_not_allowed(
+        cls, middleware: str, hook: str, target: str, allowed: list[str]
+    ) -> MiddlewareConfigError:
+        if not allowed:
+            why = f"{hook} cannot jump: only before_agent, before_model and after_model route the run"
+        elif target == "model":
+            why = f"jumping to 'model' from before_model would run before_model again forever; allowed here: {allowed}"
+        else:
+            why = f"allowed here: {allowed}"
+        return cls(
+            f"{middleware}.{hook} declares can_jump_to={target!r}, but {why}. Remove it from can_jump_to.",
+            middleware=middleware,
+            hook=hook,
+        )
+
+    @classmethod
+    def jump_to_tools_without_tools(cls, middleware: str, hook: str) -> MiddlewareConfigError:
+        return cls(
+            f"{middleware}.{hook} declares can_jump_to='tools', but the agent has no tools to run. Give "
+            f"create_agent tools (or a middleware `tools`), or remove 'tools' from can_jump_to.",
+            middleware=middleware,
+            hook=hook,
+        )
+
+    @classmethod
+    def may_interrupt_outside_node(cls, middleware: str, hook: str) -> MiddlewareConfigError:
+        return cls(
+            f"{middleware}.{hook} declares may_interrupt=True, which only node hooks use (they get a node of "
+            f"their own). interrupt() works in wrappers too; remove may_interrupt here.",
+            middleware=middleware,
+            hook=hook,
+        )
+
+    @classmethod
+    def async_def_sync_name(cls, middleware: str, hook: str) -> MiddlewareConfigError:
+        return cls(
+            f"{middleware}.{hook} is an 'async def'; an async hook must be named a{hook} "
+            f"(or defined with a decorator, which picks the right name).",
+            middleware=middleware,
+            hook=hook,
+        )
+
+    @classmethod
+    def middleware_not_a_list(cls, given: object) -> MiddlewareConfigError:
+        return cls(
+            f"middleware must be a list of AgentMiddleware instances; got {type(given).__name__}. "
+            f"Wrap it in a list: middleware=[...].",
+            middleware="create_agent",
+            hook="middleware",
+        )
+
+    @classmethod
+    def tool_not_a_basetool(cls, middleware: str, tool: object) -> MiddlewareConfigError:
+        return cls(
+            f"{middleware}.tools holds {tool!r}, not a BaseTool. Wrap functions with "
+            f"langchain_core.tools.tool(...) before listing them.",
+            middleware=middleware,
+            hook="tools",
+        )
+
+    # -- create_agent, decorators, schemas, testing kit --------------------------------------------------------
+    @classmethod
+    def context_schema_not_a_class(cls, given: object) -> MiddlewareConfigError:
+        return cls(
+            f"context_schema must be a class (dataclass, pydantic model or TypedDict); got {given!r}.",
+            middleware="create_agent",
+            hook="context_schema",
+        )
+
+    @classmethod
+    def unknown_nodes(cls, option: str, unknown: list[str], nodes: list[str]) -> MiddlewareConfigError:
+        return cls(
+            f"create_agent({option}={unknown!r}): no such node. The nodes are: {', '.join(nodes)}. "
+            f"before_model and after_model hooks run inside the 'model' node (unless they may interrupt): "
+            f"use {option}=['model'] to pause around a model call, ['tools'] around tool calls.",
+            middleware="create_agent",
+            hook=option,
+        )
+
+    @classmethod
+    def routing_option_on_wrap_hook(cls, hook: str, middleware: str) -> MiddlewareConfigError:
+        return cls(
+            f"@{hook}(can_jump_to=..., may_interrupt=...) is not supported: only node hooks "
+            f"(before_agent, before_model, after_model, after_agent) route the run. Drop the argument, or "
+            f"move the routing into a node hook.",
+            middleware=middleware,
+            hook=hook,
+        )
+
+    @classmethod
+    def decorated_not_callable(cls, hook: str, given: object, middleware: str) -> MiddlewareConfigError:
+        return cls(f"@{hook} must decorate a function; got {type(given).__name__}.", middleware=middleware, hook=hook)
+
+    @classmethod
+    def schema_not_a_typeddict(cls, owner: str, schema: object) -> MiddlewareConfigError:
+        return cls(
+            f"{owner}.state_schema is {schema!r}; it must be a TypedDict class extending AgentState.",
+            middleware=owner,
+            hook="state_schema",
+        )
+
+    @classmethod
+    def schema_unresolvable(cls, owner: str, schema: type, exc: Exception) -> MiddlewareConfigError:
+        return cls(
+            f"{owner}.state_schema {schema.__qualname__} has an annotation that cannot be resolved ({exc}). "
+            f"Import every type the schema names at module level (not under TYPE_CHECKING).",
+            middleware=owner,
+            hook="state_schema",
+        )
+
+    @classmethod
+    def schema_without_messages(cls, owner: str, schema: type) -> MiddlewareConfigError:
+        return cls(
+            f"{owner}.state_schema {schema.__qualname__} has no 'messages' key; state schemas must extend "
+            f"AgentState (class MyState(AgentState): ...).",
+            middleware=owner,
+            hook="state_schema",
+        )
+
+    @classmethod
+    def run_hook_not_a_node_hook(cls, middleware: str, hook: str) -> MiddlewareConfigError:
+        return cls(
+            f"run_hook runs node hooks (before_agent, before_model, after_model, after_agent); got {hook!r}. Use "
+            f"run_model_chain or run_tool_chain for the others.",
+            middleware=middleware,
+            hook=hook,
+        )
+
+    @classmethod
+    def flow_signature(cls, middleware: str, hook: str, signature: str) -> MiddlewareConfigError:
+        return cls(
+            f"{middleware}.{hook} is a generator function with the signature {signature}; a flow hook takes only "
+            f"the request: def {hook}(self, request) as a method, def {hook}(request) with @{hook}. It calls the "
+            f"next handler with 'response = yield request' (there is no handler argument).",
+            middleware=middleware,
+            hook=hook,
+        )
+
+    @classmethod
+    def flow_with_async_twin(cls, middleware: str, hook: str) -> MiddlewareConfigError:
+        return cls(
+            f"{middleware}.{hook} is a flow hook (a generator), which runs under invoke and ainvoke alike, and "
+            f"{middleware} also defines a{hook}. Remove a{hook}: the flow is the one body for both.",
+            middleware=middleware,
+            hook=hook,
+        )
+
+
+    @classmethod
+    def structured_tool_name_taken(cls, taken: list[str]) -> MiddlewareConfigError:
+        return cls(
+            f"response_format's structured tool(s) {taken} have the name of a tool of the agent. Rename the "
+            f"schema (its class name, or the JSON schema's 'title') or the tool.",
+            middleware="create_agent",
+            hook="response_format",
+        )
+
+
 class HookReturnError(MiddlewareError, TypeError):
     """A hook returned a value of a type its contract does not allow."""
 
@@ -88,6 +282,25 @@ class HookReturnError(MiddlewareError, TypeError):
         )
 
     @classmethod
+    def for_flow_yield(cls, middleware: str, hook: str, value: object, expected: str) -> HookReturnError:
+        return cls(
+            f"{middleware}.{hook} is a flow hook (a generator) and yielded {_describe(value)}; a flow yields the "
+            f"{expected} to call the next handler with (response = yield request) or a Sleep(seconds) to wait. "
+            f"Return the result with 'return', not 'yield'.",
+            middleware=middleware,
+            hook=hook,
+        )
+
+    @classmethod
+    def for_guard(cls, middleware: str, value: object) -> HookReturnError:
+        return cls(
+            f"{middleware}.guard_messages returned {_describe(value)}; it must return None (messages unchanged) or "
+            f"a list of messages (the guarded messages, e.g. copies made with message.model_copy(update=...)).",
+            middleware=middleware,
+            hook="guard_messages",
+        )
+
+    @classmethod
     def for_request_hook(cls, middleware: str, hook: str, value: object) -> HookReturnError:
         return cls(
             f"{middleware}.{hook} returned {_describe(value)}; it must return a ModelRequest. Build one with "
@@ -100,6 +313,24 @@ class HookReturnError(MiddlewareError, TypeError):
 
 class InvalidJumpError(MiddlewareError, ValueError):
     """A hook asked to jump somewhere it did not declare, or somewhere that does not exist."""
+
+    @classmethod
+    def unknown_target(cls, middleware: str, hook: str, target: object) -> InvalidJumpError:
+        return cls(
+            f"{middleware}.{hook} returned jump_to={target!r}; the targets are 'model', 'tools' and 'end'.",
+            middleware=middleware,
+            hook=hook,
+        )
+
+    @classmethod
+    def undeclared(cls, middleware: str, hook: str, target: str, declared: object) -> InvalidJumpError:
+        return cls(
+            f"{middleware}.{hook} returned jump_to={target!r} but declared can_jump_to={declared}. "
+            f"Declare it: @{hook}(can_jump_to=[{target!r}]) on a decorated hook, or "
+            f"@hook_config(can_jump_to=[{target!r}]) on the method.",
+            middleware=middleware,
+            hook=hook,
+        )
 
 
 class UnknownStateKeyError(MiddlewareError, KeyError):
@@ -128,9 +359,29 @@ class StateSchemaConflictError(MiddlewareConfigError):
 class ConflictingUpdateError(MiddlewareError, InvalidUpdateError):
     """One model call wrote a state key without a reducer twice (LangGraph's ``InvalidUpdateError``)."""
 
+    @classmethod
+    def written_twice(cls, middleware: str, key: str) -> ConflictingUpdateError:
+        return cls(
+            f"{middleware}.wrap_model_call: state key {key!r} is written twice by one model call (by "
+            f"the response and an ExtendedModelResponse, or by two of them), and it has no reducer "
+            f"to combine the values. Write it once, or give it a reducer in the state schema.",
+            middleware=middleware,
+            hook="wrap_model_call",
+        )
+
 
 class UnknownToolError(MiddlewareError, ValueError):
     """A middleware offered the model a tool that the agent cannot execute."""
+
+    @classmethod
+    def for_tools(cls, unknown: list[str]) -> UnknownToolError:
+        return cls(
+            f"Middleware added tools the agent cannot execute. Unknown tools: {unknown}. Register them "
+            f"with create_agent(tools=[...]) or a middleware's `tools`, or implement wrap_tool_call to "
+            f"execute them (request.tool is None there; call handler(request.override(tool=...))).",
+            middleware="create_agent",
+            hook="wrap_model_call",
+        )
 
 
 class AgentArgumentError(MiddlewareError, TypeError):
@@ -138,6 +389,52 @@ class AgentArgumentError(MiddlewareError, TypeError):
 
     def __init__(self, message: str, *, argument: str) -> None:
         super().__init__(message, middleware="create_agent", hook=argument)
+
+    @classmethod
+    def tool_node_given(cls, *, listed: bool = False) -> AgentArgumentError:
+        if listed:
+            return cls(
+                "create_agent(tools=...) does not take a ToolNode: pass the list of tools itself.", argument="tools"
+            )
+        return cls(
+            "create_agent(tools=...) does not take a ToolNode: pass the list of tools itself "
+            "(create_agent builds its own tool node so middleware can wrap every call).",
+            argument="tools",
+        )
+
+    @classmethod
+    def tools_not_a_list(cls, given: object) -> AgentArgumentError:
+        return cls(
+            f"create_agent(tools=...) takes a list of tools; got {type(given).__name__}. Use tools=[...].",
+            argument="tools",
+        )
+
+    @classmethod
+    def not_a_tool(cls, item: object) -> AgentArgumentError:
+        return cls(
+            f"create_agent(tools=...) holds {item!r}; a tool is a BaseTool, a function, or a dict "
+            f"(a provider's built-in tool).",
+            argument="tools",
+        )
+
+    @classmethod
+    def bad_system_prompt(cls, given: object) -> AgentArgumentError:
+        return cls(
+            f"create_agent(system_prompt=...) must be a str or a SystemMessage; got {type(given).__name__}.",
+            argument="system_prompt",
+        )
+
+    @classmethod
+    def model_name_given(cls, model: str) -> AgentArgumentError:
+        return cls(
+            f"create_agent(model={model!r}): pass a chat model instance (e.g. ChatOpenAI(model=...)); "
+            f"middleware_kit does not resolve model names.",
+            argument="model",
+        )
+
+    @classmethod
+    def not_a_chat_model(cls, model: object) -> AgentArgumentError:
+        return cls(f"create_agent(model=...) takes a BaseChatModel; got {type(model).__name__}.", argument="model")
 
 
 def _describe(value: object) -> str:

@@ -9,18 +9,21 @@ The one ordering rule: **the first middleware in the list is the outermost layer
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+import inspect
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from types import MappingProxyType
 from typing import Any, Literal, Protocol
 
-from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.messages import AIMessage, AnyMessage, ToolMessage
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
 from middleware_kit.types import ExtendedModelResponse, ModelRequest, ModelResponse, ToolCallRequest
 
 __all__ = [
+    "GUARD_MESSAGES",
     "HOOKS",
     "NODE_PHASES",
     "AfterToolHook",
@@ -32,14 +35,53 @@ __all__ = [
     "AsyncWrapToolCallHook",
     "BeforeToolHook",
     "HookKind",
+    "HookMode",
     "HookSpec",
+    "MessageGuard",
     "ModelRequestHook",
     "NodeHook",
     "WrapModelCallHook",
     "WrapToolCallHook",
 ]
 
-HookKind = Literal["node", "model_request", "wrap_model", "wrap_tool", "before_tool", "after_tool"]
+HookKind = Literal["node", "model_request", "wrap_model", "wrap_tool", "before_tool", "after_tool", "guard"]
+
+FLOW_KINDS: frozenset[HookKind] = frozenset({"wrap_model", "wrap_tool"})
+"""The kinds of hook that may be written as a flow (a generator: see :mod:`middleware_kit.flow`)."""
+
+
+class HookMode(StrEnum):
+    """How a middleware wrote a hook, which decides how the engine runs it (the plan's "defines" column).
+
+    Decided once, by :meth:`of`, when the agent is built.
+    """
+
+    SYNC = "sync"
+    """Only the sync method: run directly under ``invoke``, in a worker thread under ``ainvoke``."""
+    ASYNC = "async"
+    """Only the ``a``-prefixed twin: awaited under ``ainvoke``, driven to completion on a loop under ``invoke``."""
+    BOTH = "sync+async"
+    """Both twins: each mode runs its own, directly."""
+    FLOW = "flow"
+    """A generator (wrap hooks only): one body, run by a sync driver or an async driver, directly in both modes."""
+
+    @classmethod
+    def of(cls, sync_fn: object, async_fn: object, kind: HookKind) -> HookMode:
+        if sync_fn is not None and kind in FLOW_KINDS and inspect.isgeneratorfunction(sync_fn):
+            return cls.FLOW
+        if sync_fn is not None and async_fn is not None:
+            return cls.BOTH
+        return cls.SYNC if sync_fn is not None else cls.ASYNC
+
+    @property
+    def under_invoke(self) -> str:
+        """``direct``, or ``loop`` (an async twin driven to completion)."""
+        return "loop" if self is HookMode.ASYNC else "direct"
+
+    @property
+    def under_ainvoke(self) -> str:
+        """``direct``, or ``thread`` (a sync hook run off the event loop)."""
+        return "thread" if self is HookMode.SYNC else "direct"
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,8 +191,29 @@ HOOKS: Mapping[str, HookSpec] = MappingProxyType(
 )
 """Every hook in the order a run meets it."""
 
+GUARD_MESSAGES = HookSpec(
+    "guard_messages",
+    "guard",
+    "forward",
+    frozenset(),
+    "None (unchanged) or the guarded list of messages",
+    "Every list of messages before LangGraph commits it: the graph input's messages (runtime is None there: it runs "
+    "in the messages reducer) and every node's messages write (model output, hook updates, tool results). Guards run "
+    "in list order (first listed first), sync in both modes; they must be idempotent and must not mutate the "
+    "messages they receive. Not a step of the run: only middlewares that override it are guards.",
+)
+"""Not in :data:`HOOKS` (it is not a step of the run): the contract of ``guard_messages``."""
+
 NODE_PHASES: tuple[str, ...] = ("before_agent", "before_model", "after_model", "after_agent")
 """The hooks that run as graph nodes (fused per phase)."""
+
+
+class MessageGuard(Protocol):
+    """``guard_messages(messages, runtime) -> Sequence[AnyMessage] | None``: see :data:`GUARD_MESSAGES`."""
+
+    def __call__(
+        self, messages: Sequence[AnyMessage], runtime: Runtime[Any] | None, /
+    ) -> Sequence[AnyMessage] | None: ...
 
 
 class NodeHook(Protocol):

@@ -10,15 +10,16 @@ Middleware must be stateless: one instance serves many concurrent runs. Keep per
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, ClassVar, Generic
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Generic
 
-from langchain_core.messages import AIMessage
+from langchain_core.messages import AIMessage, AnyMessage
 from langchain_core.tools import BaseTool
-from langgraph._internal._typing import StateLike
 from langgraph.runtime import Runtime
 from typing_extensions import TypeVar
 
+from middleware_kit._compat import StateLike
+from middleware_kit.flow import ModelCallFlow, ToolCallFlow
 from middleware_kit.hooks import (
     AsyncModelHandler,
     AsyncToolHandler,
@@ -113,11 +114,22 @@ class AgentMiddleware(Generic[StateT, MiddlewareContextT]):
         """Async twin of :meth:`modify_model_request`."""
         return request
 
-    def wrap_model_call(
-        self, request: ModelRequest[MiddlewareContextT], handler: ModelHandler
-    ) -> ModelResponse[Any] | AIMessage | ExtendedModelResponse[Any]:
-        """Around the model call. Call ``handler(request)`` 0..n times and return the response."""
-        return handler(request)
+    if TYPE_CHECKING:
+        # Typed as an attribute so a subclass may define either form: the classic (request, handler) hook, or a
+        # flow (a generator taking only the request; see middleware_kit.flow).
+        wrap_model_call: (
+            Callable[
+                [ModelRequest[MiddlewareContextT], ModelHandler],
+                ModelResponse[Any] | AIMessage | ExtendedModelResponse[Any],
+            ]
+            | Callable[[ModelRequest[MiddlewareContextT]], ModelCallFlow]
+        )
+    else:
+
+        def wrap_model_call(self, request, handler):
+            """Around the model call. Call ``handler(request)`` 0..n times and return the response (or write it
+            as a flow: ``def wrap_model_call(self, request): response = yield request; return response``)."""
+            return handler(request)
 
     async def awrap_model_call(
         self, request: ModelRequest[MiddlewareContextT], handler: AsyncModelHandler
@@ -134,9 +146,14 @@ class AgentMiddleware(Generic[StateT, MiddlewareContextT]):
         """Async twin of :meth:`before_tool`."""
         return None
 
-    def wrap_tool_call(self, request: ToolCallRequest, handler: ToolHandler) -> ToolResult:
-        """Around each tool call. Call ``handler(request)`` 0..n times and return the result."""
-        return handler(request)
+    if TYPE_CHECKING:
+        wrap_tool_call: Callable[[ToolCallRequest, ToolHandler], ToolResult] | Callable[[ToolCallRequest], ToolCallFlow]
+    else:
+
+        def wrap_tool_call(self, request, handler):
+            """Around each tool call. Call ``handler(request)`` 0..n times and return the result (or write it as a
+            flow: ``def wrap_tool_call(self, request): result = yield request; return result``)."""
+            return handler(request)
 
     async def awrap_tool_call(self, request: ToolCallRequest, handler: AsyncToolHandler) -> ToolResult:
         """Async twin of :meth:`wrap_tool_call`."""
@@ -148,6 +165,18 @@ class AgentMiddleware(Generic[StateT, MiddlewareContextT]):
 
     async def aafter_tool(self, request: ToolCallRequest, result: ToolResult) -> ToolResult | None:
         """Async twin of :meth:`after_tool`."""
+        return None
+
+    # -- message guard (not a step of the run: see middleware_kit.hooks.GUARD_MESSAGES) --------------------------
+    def guard_messages(
+        self, messages: Sequence[AnyMessage], runtime: Runtime[Any] | None
+    ) -> Sequence[AnyMessage] | None:
+        """Override to guard every list of messages before LangGraph commits it (redact, drop, truncate).
+
+        Return None to leave ``messages`` unchanged, or the guarded list (new messages: never mutate the ones you
+        receive; keep their ids so a replacement replaces). ``runtime`` is None when the graph input is guarded.
+        Must be idempotent. Only middlewares that override it are guards; this default is never called.
+        """
         return None
 
 

@@ -15,14 +15,15 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from langchain_core.messages import BaseMessage, RemoveMessage
 from langgraph.channels.base import BaseChannel
-from langgraph.channels.ephemeral_value import EphemeralValue
-from langgraph.channels.last_value import LastValue, LastValueAfterFinish
 from langgraph.errors import GraphBubbleUp
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
-from middleware_kit.bridge import run_coroutine_sync, run_sync_in_thread
+from middleware_kit._compat import is_last_value_channel
+from middleware_kit.bridge import run_coroutine_sync
+from middleware_kit.drive import Flow, Step, run_async, run_sync
 from middleware_kit.errors import HookReturnError, InvalidJumpError, UnknownStateKeyError
 
 __all__ = [
@@ -58,7 +59,7 @@ class StateSemantics:
         self.keys = keys
         self._channels = channels
         self._last_value = frozenset(
-            k for k, ch in channels.items() if isinstance(ch, (LastValue, LastValueAfterFinish, EphemeralValue))
+            k for k, ch in channels.items() if is_last_value_channel(ch)
         )
 
     def is_last_value(self, key: str) -> bool:
@@ -81,20 +82,10 @@ class StateSemantics:
         if target is None:
             return rest, None
         if target not in ("model", "tools", "end"):
-            raise InvalidJumpError(
-                f"{step.owner}.{step.hook} returned jump_to={target!r}; the targets are 'model', 'tools' and 'end'.",
-                middleware=step.owner,
-                hook=step.hook,
-            )
+            raise InvalidJumpError.unknown_target(step.owner, step.hook, target)
         if target not in step.can_jump_to:
             declared = sorted(step.can_jump_to) or "none"
-            raise InvalidJumpError(
-                f"{step.owner}.{step.hook} returned jump_to={target!r} but declared can_jump_to={declared}. "
-                f"Declare it: @{step.hook}(can_jump_to=[{target!r}]) on a decorated hook, or "
-                f"@hook_config(can_jump_to=[{target!r}]) on the method.",
-                middleware=step.owner,
-                hook=step.hook,
-            )
+            raise InvalidJumpError.undeclared(step.owner, step.hook, target, declared)
         return rest, target
 
     def apply(self, view: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
@@ -116,6 +107,7 @@ class StateSemantics:
             return None
         if len(writes) == 1:
             return writes[0]
+        writes = net_messages(writes)
         last_writer: dict[str, int] = {}
         for i, update in enumerate(writes):
             for key in update:
@@ -127,6 +119,55 @@ class StateSemantics:
             if kept:
                 commands.append(Command(update=kept))
         return commands
+
+
+def net_messages(writes: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The node's net ``messages`` update: a message written twice in one node (same id: a later hook replaced it)
+    is written once, in its final version, where it was first written (where ``add_messages`` would leave it).
+
+    So the node's output, its pending writes and every stream chunk carry only the final version. Left as they are
+    when a ``RemoveMessage`` is involved (its meaning depends on the order of the writes) or nothing repeats.
+    """
+    carriers = [i for i, update in enumerate(writes) if "messages" in update]
+    if len(carriers) < 2:
+        return list(writes)
+    lists = {i: _message_list(writes[i]["messages"]) for i in carriers}
+    final: dict[str, BaseMessage] = {}
+    seen_in: dict[str, int] = {}
+    repeated = False
+    for i in carriers:
+        for message in lists[i]:
+            if isinstance(message, RemoveMessage):
+                return list(writes)
+            if isinstance(message, BaseMessage) and message.id is not None:
+                repeated = repeated or message.id in final
+                final[message.id] = message
+                seen_in.setdefault(message.id, i)
+    if not repeated:
+        return list(writes)
+    placed: set[str] = set()
+    netted: list[dict[str, Any]] = []
+    for i, update in enumerate(writes):
+        if i not in lists:
+            netted.append(update)
+            continue
+        kept = []
+        for message in lists[i]:
+            mid = message.id if isinstance(message, BaseMessage) else None
+            if mid is None:
+                kept.append(message)
+            elif mid not in placed and seen_in[mid] == i:
+                placed.add(mid)
+                kept.append(final[mid])
+        rest = {k: v for k, v in update.items() if k != "messages"}
+        netted.append({**rest, "messages": kept} if kept else rest)
+    return [update for update in netted if update]
+
+
+def _message_list(value: Any) -> list[Any]:
+    if isinstance(value, BaseMessage):
+        return [value]
+    return list(value) if isinstance(value, list) else [value]  # as add_messages reads it
 
 
 def strip_private(state: Any) -> Any:
@@ -181,6 +222,7 @@ class NodeRunner:
             else:
                 segments.append((is_sync_batch, (item,)))
         self._segments = tuple(segments)
+        self._one_by_one = tuple((False, (item,)) for item in self.items)
 
     def _hook_interrupted(self, step: NodeStep) -> None:
         # Only work that ran before the hook in this node runs again on resume: none when it comes first.
@@ -215,50 +257,65 @@ class NodeRunner:
         for update in writes:
             result.view = self.semantics.apply(result.view, update)
 
-    def run(self, state: Any, runtime: Runtime[Any] | None, items: Sequence[Item] | None = None) -> NodeResult:
-        result = NodeResult([], None, strip_private(state), None)
-        todo = self.items if items is None else items
-        last = len(todo) - 1
-        for index, item in enumerate(todo):
-            result.tail = None
-            if type(item) is ModelStep:
-                self._after_model(*item.run_sync(result.view, runtime), index == last, result)
-                continue
-            assert isinstance(item, NodeStep)
-            try:
-                update = item.run_sync(result.view, runtime)
-            except GraphBubbleUp:
-                self._hook_interrupted(item)
-                raise
-            if update is not None and self._after_hook(item, update, result):
-                return result
-        return result
+    def run(self, state: Any, runtime: Runtime[Any] | None) -> NodeResult:
+        """Run the node under ``invoke``."""
+        __tracebackhide__ = True
+        return run_sync(self.flow(strip_private(state), runtime, self._one_by_one, direct=True))
 
     async def arun(self, state: Any, runtime: Runtime[Any] | None) -> NodeResult:
-        result = NodeResult([], None, strip_private(state), None)
-        last_segment = len(self._segments) - 1
-        for index, (is_sync_batch, items) in enumerate(self._segments):
+        """Run the node under ``ainvoke``: consecutive sync-only hooks share one worker-thread hop."""
+        __tracebackhide__ = True
+        return await run_async(self.flow(strip_private(state), runtime, self._segments, direct=False))
+
+    def flow(
+        self,
+        view: Any,
+        runtime: Runtime[Any] | None,
+        segments: Sequence[tuple[bool, tuple[Item, ...]]],
+        *,
+        direct: bool,
+    ) -> Flow[NodeResult]:
+        """The items of ``segments`` in order (one body for both modes). A batch segment (sync-only hooks) is one
+        step: under ``ainvoke`` it runs in a worker thread, its hooks one by one there. ``direct`` (under
+        ``invoke``): call each item's sync runner here rather than yield a step per item (a hook costs a call,
+        not a generator round-trip)."""
+        __tracebackhide__ = True
+        result = NodeResult([], None, view, None)
+        last = len(segments) - 1
+        for index, (is_batch, items) in enumerate(segments):
             result.tail = None
-            if is_sync_batch:
-                batch = await run_sync_in_thread(self.run, result.view, runtime, items)
+            item = items[0]
+            if is_batch:
+                batch: NodeResult = yield Step(self._batch, None, result.view, runtime, items)
                 result.writes.extend(batch.writes)
                 result.view, result.jump = batch.view, batch.jump
                 if batch.jump is not None:
                     return result
-                continue
-            item = items[0]
-            if type(item) is ModelStep:
-                self._after_model(*await item.run_async(result.view, runtime), index == last_segment, result)
-                continue
-            assert isinstance(item, NodeStep) and item.run_async is not None
-            try:
-                update = await item.run_async(result.view, runtime)
-            except GraphBubbleUp:
-                self._hook_interrupted(item)
-                raise
-            if update is not None and self._after_hook(item, update, result):
-                return result
+            elif type(item) is ModelStep:
+                writes, tail = (
+                    item.run_sync(result.view, runtime)
+                    if direct
+                    else (yield Step(item.run_sync, item.run_async, result.view, runtime))
+                )
+                self._after_model(writes, tail, index == last, result)
+            else:
+                assert isinstance(item, NodeStep)
+                try:
+                    update = (
+                        item.run_sync(result.view, runtime)
+                        if direct
+                        else (yield Step(item.run_sync, item.run_async, result.view, runtime))
+                    )
+                except GraphBubbleUp:
+                    self._hook_interrupted(item)
+                    raise
+                if update is not None and self._after_hook(item, update, result):
+                    return result
         return result
+
+    def _batch(self, view: Any, runtime: Runtime[Any] | None, items: tuple[Item, ...]) -> NodeResult:
+        __tracebackhide__ = True
+        return run_sync(self.flow(view, runtime, [(False, (item,)) for item in items], direct=True))
 
 
 class InterruptInFusedNodeWarning(UserWarning):
@@ -275,6 +332,7 @@ def bridge_node_hook(
     afn = async_fn
 
     def driven(state: Any, runtime: Any) -> Any:
+        __tracebackhide__ = True
         return run_coroutine_sync(afn(state, runtime))
 
     return driven, afn

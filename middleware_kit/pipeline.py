@@ -9,16 +9,18 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from langchain_core.tools import BaseTool
 
 from middleware_kit.chain import Layer, model_request_layer, tool_hooks_layer, wrap_model_layer, wrap_tool_layer
 from middleware_kit.errors import MiddlewareConfigError
-from middleware_kit.hooks import HOOKS, NODE_PHASES
+from middleware_kit.guards import Guards
+from middleware_kit.hooks import HOOKS, NODE_PHASES, HookMode
 from middleware_kit.middleware import AgentMiddleware
 from middleware_kit.phases import NodeStep, bridge_node_hook
+from middleware_kit.routing import JUMP_TARGETS
 
 __all__ = ["HookImpl", "Pipeline", "build_pipeline", "defined_hooks"]
 
@@ -37,10 +39,8 @@ class HookImpl:
     may_interrupt: bool
 
     @property
-    def mode(self) -> str:
-        if self.sync is not None and self.async_ is not None:
-            return "sync+async"
-        return "sync" if self.sync is not None else "async"
+    def mode(self) -> HookMode:
+        return HookMode.of(self.sync, self.async_, HOOKS[self.hook].kind)
 
 
 def _implementation(mw: AgentMiddleware[Any, Any], method: str) -> Callable[..., Any] | None:
@@ -101,6 +101,8 @@ class Pipeline:
     """Outermost first: each middleware's ``before_tool``/``after_tool`` pair, then every ``wrap_tool_call``."""
     tools: tuple[BaseTool, ...]
     """Tools the middlewares add."""
+    guards: Guards = field(default_factory=Guards)
+    """The middlewares that override ``guard_messages``, in list order."""
 
     @property
     def has_wrap_tool_call(self) -> bool:
@@ -116,79 +118,46 @@ def _check_item(item: object, index: int) -> AgentMiddleware[Any, Any]:
         fix = "the decorator was listed itself; decorate a function with it and list the result"
     else:
         fix = "subclass AgentMiddleware, or make one with a decorator such as @before_model"
-    raise MiddlewareConfigError(
-        f"middleware[{index}] is {item!r}, not an AgentMiddleware instance: {fix}.",
-        middleware=getattr(item, "__name__", type(item).__name__),
-        hook="middleware",
-    )
+    raise MiddlewareConfigError.not_a_middleware(index, item, fix)
 
 
 def _check_name(mw: AgentMiddleware[Any, Any], seen: dict[str, int], index: int) -> None:
     name = mw.name
     if not isinstance(name, str) or not name or any(c in name for c in _RESERVED_NAME_CHARS):
-        raise MiddlewareConfigError(
-            f"middleware[{index}] has the name {name!r}; a name must be a non-empty string without "
-            f"{', '.join(repr(c) for c in _RESERVED_NAME_CHARS)}. Set a valid name with name=... .",
-            middleware=str(name),
-            hook="name",
-        )
+        raise MiddlewareConfigError.bad_name(index, name, _RESERVED_NAME_CHARS)
     if name in seen:
-        raise MiddlewareConfigError(
-            f"Two middlewares are named {name!r} (middleware[{seen[name]}] and middleware[{index}]). Names must be "
-            f"unique within an agent: pass name='...' to the decorator, or set `name` on one of the instances.",
-            middleware=name,
-            hook="name",
-        )
+        raise MiddlewareConfigError.duplicate_name(name, seen[name], index)
     seen[name] = index
 
 
 def _check_jumps(impl: HookImpl, has_tools: bool) -> None:
     spec = HOOKS[impl.hook]
     for target in sorted(impl.can_jump_to):
-        if target not in ("model", "tools", "end"):
-            raise MiddlewareConfigError(
-                f"{impl.owner}.{impl.hook} declares can_jump_to={sorted(impl.can_jump_to)}; the targets are "
-                f"'model', 'tools' and 'end'.",
-                middleware=impl.owner,
-                hook=impl.hook,
-            )
+        if target not in JUMP_TARGETS:
+            raise MiddlewareConfigError.unknown_jump_target(impl.owner, impl.hook, sorted(impl.can_jump_to))
         if target not in spec.jump_targets:
-            if not spec.jump_targets:
-                why = f"{impl.hook} cannot jump: only before_agent, before_model and after_model route the run"
-            else:
-                why = (
-                    f"jumping to 'model' from before_model would run before_model again forever; "
-                    f"allowed here: {sorted(spec.jump_targets)}"
-                    if target == "model"
-                    else f"allowed here: {sorted(spec.jump_targets)}"
-                )
-            raise MiddlewareConfigError(
-                f"{impl.owner}.{impl.hook} declares can_jump_to={target!r}, but {why}. Remove it from can_jump_to.",
-                middleware=impl.owner,
-                hook=impl.hook,
-            )
+            raise MiddlewareConfigError.jump_not_allowed(impl.owner, impl.hook, target, sorted(spec.jump_targets))
         if target == "tools" and not has_tools:
-            raise MiddlewareConfigError(
-                f"{impl.owner}.{impl.hook} declares can_jump_to='tools', but the agent has no tools to run. Give "
-                f"create_agent tools (or a middleware `tools`), or remove 'tools' from can_jump_to.",
-                middleware=impl.owner,
-                hook=impl.hook,
-            )
+            raise MiddlewareConfigError.jump_to_tools_without_tools(impl.owner, impl.hook)
     if impl.may_interrupt and spec.kind != "node":
-        raise MiddlewareConfigError(
-            f"{impl.owner}.{impl.hook} declares may_interrupt=True, which only node hooks use (they get a node of "
-            f"their own). interrupt() works in wrappers too; remove may_interrupt here.",
-            middleware=impl.owner,
-            hook=impl.hook,
-        )
+        raise MiddlewareConfigError.may_interrupt_outside_node(impl.owner, impl.hook)
+    if impl.mode is HookMode.FLOW:
+        _check_flow(impl)
     for fn in (impl.sync, impl.async_):
         if fn is not None and impl.sync is fn and inspect.iscoroutinefunction(fn):
-            raise MiddlewareConfigError(
-                f"{impl.owner}.{impl.hook} is an 'async def'; an async hook must be named a{impl.hook} "
-                f"(or defined with a decorator, which picks the right name).",
-                middleware=impl.owner,
-                hook=impl.hook,
-            )
+            raise MiddlewareConfigError.async_def_sync_name(impl.owner, impl.hook)
+
+
+def _check_flow(impl: HookImpl) -> None:
+    """A flow hook takes only the request, and is the one body for both modes."""
+    assert impl.sync is not None
+    signature = inspect.signature(impl.sync)
+    params = list(signature.parameters.values())
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    if len(params) != 1 or params[0].kind not in positional:
+        raise MiddlewareConfigError.flow_signature(impl.owner, impl.hook, str(signature))
+    if impl.async_ is not None:
+        raise MiddlewareConfigError.flow_with_async_twin(impl.owner, impl.hook)
 
 
 def build_pipeline(
@@ -199,12 +168,7 @@ def build_pipeline(
     ``validate_jumps=False`` (the testing harness) skips the checks that need the whole agent.
     """
     if isinstance(middleware, AgentMiddleware) or not isinstance(middleware, Sequence):
-        raise MiddlewareConfigError(
-            f"middleware must be a list of AgentMiddleware instances; got {type(middleware).__name__}. "
-            f"Wrap it in a list: middleware=[...].",
-            middleware="create_agent",
-            hook="middleware",
-        )
+        raise MiddlewareConfigError.middleware_not_a_list(middleware)
     mws = tuple(_check_item(item, i) for i, item in enumerate(middleware))
     seen: dict[str, int] = {}
     for i, mw in enumerate(mws):
@@ -213,12 +177,7 @@ def build_pipeline(
     for mw in mws:
         for tool in getattr(mw, "tools", None) or ():
             if not isinstance(tool, BaseTool):
-                raise MiddlewareConfigError(
-                    f"{mw.name}.tools holds {tool!r}, not a BaseTool. Wrap functions with "
-                    f"langchain_core.tools.tool(...) before listing them.",
-                    middleware=mw.name,
-                    hook="tools",
-                )
+                raise MiddlewareConfigError.tool_not_a_basetool(mw.name, tool)
     has_tools = bool(client_tools) or bool(mw_tools)
     hooks = tuple(defined_hooks(mw) for mw in mws)
     for per_mw in hooks:
@@ -240,8 +199,8 @@ def build_pipeline(
 
     requests = [model_request_layer(h["modify_model_request"].owner, h["modify_model_request"].sync,
                                     h["modify_model_request"].async_) for h in hooks if "modify_model_request" in h]
-    wraps = [wrap_model_layer(h["wrap_model_call"].owner, h["wrap_model_call"].sync, h["wrap_model_call"].async_)
-             for h in hooks if "wrap_model_call" in h]
+    wraps = [wrap_model_layer(h["wrap_model_call"].owner, h["wrap_model_call"].sync, h["wrap_model_call"].async_,
+                              h["wrap_model_call"].mode) for h in hooks if "wrap_model_call" in h]
     tool_pairs = [
         tool_hooks_layer(
             mw.name,
@@ -251,9 +210,11 @@ def build_pipeline(
         for mw, h in zip(mws, hooks, strict=True)
         if "before_tool" in h or "after_tool" in h
     ]
-    tool_wraps = [wrap_tool_layer(h["wrap_tool_call"].owner, h["wrap_tool_call"].sync, h["wrap_tool_call"].async_)
-                  for h in hooks if "wrap_tool_call" in h]
+    tool_wraps = [wrap_tool_layer(h["wrap_tool_call"].owner, h["wrap_tool_call"].sync, h["wrap_tool_call"].async_,
+                                  h["wrap_tool_call"].mode) for h in hooks if "wrap_tool_call" in h]
+    guards = Guards(tuple((mw.name, fn) for mw in mws if (fn := _implementation(mw, "guard_messages")) is not None))
     return Pipeline(
+        guards=guards,
         middleware=mws,
         hooks=hooks,
         phases=phases,

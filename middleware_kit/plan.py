@@ -50,6 +50,8 @@ class MiddlewarePlan:
     """Layers of each tool call, outermost first (a middleware's ``before_tool``/``after_tool`` pair is one layer,
     outside every ``wrap_tool_call``: ``"A.before_tool+after_tool"``)."""
     draw: Callable[[], str] = field(repr=False, compare=False, default=lambda: "")
+    guards: tuple[str, ...] = ()
+    """The middlewares that guard messages (``guard_messages``), in the order they run."""
 
     def mermaid(self) -> str:
         """The compiled graph as a Mermaid diagram (drawn on demand)."""
@@ -87,6 +89,9 @@ class MiddlewarePlan:
             "tool call:  " + (_onion(self.tool_chain, "tool") if "tools" in self.nodes else "(no tools: no tool node)"),
             "graph:      " + " -> ".join(self.nodes),
         ]
+        if self.guards:
+            lines.append("guards:     " + " -> ".join(f"{g}.guard_messages" for g in self.guards)
+                         + "  (every messages write, before LangGraph commits it)")
         if any(h.own_node for h in self.hooks):
             lines.append("* a node of its own (the hook may interrupt; resuming it never re-runs its neighbours)")
         return "\n".join(lines)
@@ -156,4 +161,5 @@ def build_plan(
         model_chain=tuple(f"{layer.owner}.{layer.hook}" for layer in pipeline.model_layers),
         tool_chain=tuple(f"{layer.owner}.{layer.hook}" for layer in pipeline.tool_layers),
         draw=draw,
+        guards=pipeline.guards.owners,
     )

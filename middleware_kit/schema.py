@@ -7,7 +7,7 @@ with different types or reducers is a build-time error naming both owners.
 from __future__ import annotations
 
 import typing
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, NotRequired, Required, TypeVar, get_args, get_origin, get_type_hints
 
@@ -55,6 +55,12 @@ def _normalize(tp: Any) -> Any:
     return tp
 
 
+def _with_reducer(tp: Any, reducer: Callable[[Any, Any], Any]) -> Any:
+    """``Annotated[base, *markers, reducer]`` with its reducer (the last item: what LangGraph reads) replaced."""
+    base, *meta = get_args(tp)
+    return Annotated[(base, *meta[:-1], reducer)]
+
+
 def _omit(tp: Any) -> OmitFromSchema | None:
     if get_origin(tp) is Annotated:
         for meta in get_args(tp)[1:]:
@@ -65,32 +71,27 @@ def _omit(tp: Any) -> OmitFromSchema | None:
 
 def _schema_hints(owner: str, schema: type[Any]) -> dict[str, Any]:
     if not (is_typeddict(schema) or isinstance(schema, type)):
-        raise MiddlewareConfigError(
-            f"{owner}.state_schema is {schema!r}; it must be a TypedDict class extending AgentState.",
-            middleware=owner,
-            hook="state_schema",
-        )
+        raise MiddlewareConfigError.schema_not_a_typeddict(owner, schema)
     try:
         hints = get_type_hints(schema, include_extras=True)
     except NameError as exc:
-        raise MiddlewareConfigError(
-            f"{owner}.state_schema {schema.__qualname__} has an annotation that cannot be resolved ({exc}). "
-            f"Import every type the schema names at module level (not under TYPE_CHECKING).",
-            middleware=owner,
-            hook="state_schema",
-        ) from exc
+        raise MiddlewareConfigError.schema_unresolvable(owner, schema, exc) from exc
     if "messages" not in hints:
-        raise MiddlewareConfigError(
-            f"{owner}.state_schema {schema.__qualname__} has no 'messages' key; state schemas must extend "
-            f"AgentState (class MyState(AgentState): ...).",
-            middleware=owner,
-            hook="state_schema",
-        )
+        raise MiddlewareConfigError.schema_without_messages(owner, schema)
     return {key: _normalize(_strip_required(tp)) for key, tp in hints.items()}
 
 
-def merge_state_schemas(sources: Sequence[tuple[str, type[Any]]], *, name: str = "Agent") -> MergedSchema:
-    """Merge ``(owner, schema)`` pairs, first declaration first. ``AgentState`` is always included."""
+def merge_state_schemas(
+    sources: Sequence[tuple[str, type[Any]]],
+    *,
+    name: str = "Agent",
+    messages_reducer: Callable[[Any, Any], Any] | None = None,
+) -> MergedSchema:
+    """Merge ``(owner, schema)`` pairs, first declaration first. ``AgentState`` is always included.
+
+    ``messages_reducer`` replaces the reducer of ``messages`` (the engine passes ``add_messages`` behind the
+    agent's message guards, so the graph input is guarded before the first checkpoint).
+    """
     fields: dict[str, Any] = {}
     owners: dict[str, str] = {}
     origin: dict[str, type[Any]] = {}
@@ -109,6 +110,8 @@ def merge_state_schemas(sources: Sequence[tuple[str, type[Any]]], *, name: str =
                     middleware=owner,
                     hook="state_schema",
                 )
+    if messages_reducer is not None:
+        fields["messages"] = _with_reducer(fields["messages"], messages_reducer)
     input_fields = {k: v for k, v in fields.items() if not ((o := _omit(v)) and o.input)}
     output_fields = {k: v for k, v in fields.items() if not ((o := _omit(v)) and o.output)}
     state = TypedDict(f"{name}State", fields, total=False)  # type: ignore[misc]

@@ -2,14 +2,14 @@
 
 What it shows
     A support agent with two tools, ``send_email(to, body)`` and ``refund(card, amount)``. Three middlewares:
-    ``PIIMiddleware("email", strategy="placeholder", apply_to_tool_results=True)`` and the same for ``credit_card``,
-    plus ``PIIMiddleware("ip", strategy="mask")``. The customer's message reaches the model as
-    ``"... <EMAIL_1> ... <CREDIT_CARD_1> ... *.*.*.17"``; the (scripted) model calls the tools with the placeholders;
-    ``before_tool`` puts the real values back just before each tool runs; the tools' echoes are scrubbed again before
-    the next model call. The mapping (``pii_placeholders``) is a private state key: checkpointed with the thread,
-    absent from the result, never sent to the model. A second turn in the same thread reuses the same numbers; another
-    thread has no mapping at all. The custom stream reports counts per type, never values. Every step is checked, and
-    the whole scenario runs under ``invoke`` and under ``ainvoke``.
+    ``PIIMiddleware("email", strategy="placeholder", key=KEY)`` and the same for ``credit_card``, plus
+    ``PIIMiddleware("ip", strategy="mask")``. The customer's message is rewritten before LangGraph commits it: the
+    model, the checkpoints and every stream see ``"... <EMAIL_3f9a1c2e> ... <CREDIT_CARD_...> ... *.*.*.17"``. The
+    (scripted) model calls the tools with the placeholders; the real values are put back just before each tool runs,
+    and the tools' echoes become placeholders again before they reach state. The real values exist only sealed
+    (encrypted with the deployment key) in the messages' metadata: the checkpointer's bytes never hold them, and an
+    authorised reviewer opens them deliberately with ``reveal(..., key=KEY)``. A second turn in the same thread uses
+    the same placeholder; the scenario runs under ``invoke`` and under ``ainvoke``, and every step is checked.
 
 When to use it
     Agents that must act on personal data (send the email, refund the card) while keeping it away from a third-party
@@ -28,15 +28,18 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 
 from middleware_kit import create_agent
-from middleware_kit.middlewares.pii import PIIMiddleware
+from middleware_kit.middlewares.pii import Keyring, PIIMiddleware, reveal
 from middleware_kit.testing import ScriptedChatModel, tool_call
 
 EMAIL = "jane.doe@example.com"
 CARD = "4111 1111 1111 1111"
 IP = "203.0.113.17"
+KEY = "recipe-only-key: in production read it from your secret manager"
+P_EMAIL = Keyring.of(KEY).name("email", EMAIL)  # what the model sees instead of the address
+P_CARD = Keyring.of(KEY).name("credit_card", CARD)
 
 
-def build() -> tuple[Any, ScriptedChatModel, list[tuple[str, dict[str, Any]]]]:
+def build(saver: InMemorySaver) -> tuple[Any, ScriptedChatModel, list[tuple[str, dict[str, Any]]]]:
     actions: list[tuple[str, dict[str, Any]]] = []
 
     @tool
@@ -56,25 +59,25 @@ def build() -> tuple[Any, ScriptedChatModel, list[tuple[str, dict[str, Any]]]]:
             AIMessage(
                 "",
                 tool_calls=[
-                    tool_call("refund", {"card": "<CREDIT_CARD_1>", "amount": 42.0}),
-                    tool_call("send_email", {"to": "<EMAIL_1>", "body": "Your refund of 42.00 is on its way."}),
+                    tool_call("refund", {"card": P_CARD, "amount": 42.0}),
+                    tool_call("send_email", {"to": P_EMAIL, "body": "Your refund of 42.00 is on its way."}),
                 ],
             ),
-            "Done: refunded and <EMAIL_1> has been told.",
-            AIMessage("", tool_calls=[tool_call("send_email", {"to": "<EMAIL_1>", "body": "Any other question?"})]),
+            f"Done: refunded and {P_EMAIL} has been told.",
+            AIMessage("", tool_calls=[tool_call("send_email", {"to": P_EMAIL, "body": "Any other question?"})]),
             "Sent a follow-up.",
         ]
     )
     agent = create_agent(
         model,
         [send_email, refund],
-        system_prompt="You are a support agent. Personal data appears as placeholders such as <EMAIL_1>.",
+        system_prompt="You are a support agent. Personal data appears as placeholders such as <EMAIL_3f9a1c2e>.",
         middleware=[
-            PIIMiddleware("email", strategy="placeholder", apply_to_tool_results=True),
-            PIIMiddleware("credit_card", strategy="placeholder", apply_to_tool_results=True),
+            PIIMiddleware("email", strategy="placeholder", key=KEY),
+            PIIMiddleware("credit_card", strategy="placeholder", key=KEY),
             PIIMiddleware("ip", strategy="mask"),
         ],
-        checkpointer=InMemorySaver(),
+        checkpointer=saver,
     )
     return agent, model, actions
 
@@ -86,48 +89,67 @@ def everything_sent(model: ScriptedChatModel) -> str:
     return "\n".join(show(m) for call in model.calls for m in call.messages)
 
 
+def stored_bytes(saver: InMemorySaver) -> bytes:
+    """Everything the checkpointer holds (checkpoints, pending writes, blobs), as bytes."""
+
+    def walk(x: Any) -> Any:
+        if isinstance(x, bytes | str):
+            yield x.encode() if isinstance(x, str) else x
+        elif isinstance(x, dict):
+            for k, v in x.items():
+                yield from walk(k)
+                yield from walk(v)
+        elif isinstance(x, list | tuple):
+            for v in x:
+                yield from walk(v)
+
+    return b"|".join(walk([saver.storage, saver.writes, saver.blobs]))
+
+
 async def scenario(mode: str) -> None:
-    agent, model, actions = build()
+    saver = InMemorySaver()
+    agent, model, actions = build(saver)
     thread = {"configurable": {"thread_id": f"customer-42-{mode}"}}
     first = {"messages": [HumanMessage(f"Refund 42 to my card {CARD} and email me at {EMAIL}. (from {IP})")]}
 
-    events: list[dict[str, Any]] = []
+    chunks: list[Any] = []
+    modes = ["values", "updates", "messages", "custom", "debug", "tasks", "checkpoints"]
     if mode == "invoke":
-        for chunk in agent.stream(first, thread, stream_mode="custom"):
-            events.append(chunk)
+        chunks.extend(agent.stream(first, thread, stream_mode=modes))
     else:
-        async for chunk in agent.astream(first, thread, stream_mode="custom"):
-            events.append(chunk)
+        chunks.extend([chunk async for chunk in agent.astream(first, thread, stream_mode=modes)])
 
-    # 1. The model saw placeholders (and a masked IP), never the values.
+    # 1. The model saw placeholders (and a masked IP), never the values, nor their sealed form.
     assert model.calls[0].messages[1].content == (
-        "Refund 42 to my card <CREDIT_CARD_1> and email me at <EMAIL_1>. (from *.*.*.17)"
+        f"Refund 42 to my card {P_CARD} and email me at {P_EMAIL}. (from *.*.*.17)"
     ), model.calls[0].messages[1].content
-    sent = everything_sent(model)
-    assert EMAIL not in sent and CARD not in sent and IP not in sent
+    sent = everything_sent(model) + repr([m.response_metadata for c in model.calls for m in c.messages])
+    assert EMAIL not in sent and CARD not in sent and IP not in sent and "pii1." not in sent
     # 2. The tools got the real values back.
     assert sorted(actions) == [
         ("refund", {"card": CARD, "amount": 42.0}),
         ("send_email", {"to": EMAIL, "body": "Your refund of 42.00 is on its way."}),
     ], actions
-    # 3. The tools' echoes were scrubbed before the model's second call.
+    # 3. The tools' echoes became placeholders again before reaching state (and the model).
     echoes = [m.content for m in model.calls[1].messages if m.type == "tool"]
-    assert sorted(echoes) == ["Email queued for <EMAIL_1>.", "Refunded 42.0 to card <CREDIT_CARD_1>."], echoes
-    # 4. Progress events carry counts, never values.
-    pii_events = [e for e in events if e.get("event") == "pii"]
-    assert pii_events and all(EMAIL not in repr(e) and CARD not in repr(e) for e in pii_events)
-    print(f"[{mode}] pii events:", [(e["middleware"], e["where"], e["counts"]) for e in pii_events])
+    assert sorted(echoes) == [f"Email queued for {P_EMAIL}.", f"Refunded 42.0 to card {P_CARD}."], echoes
+    # 4. No stream chunk of any mode, and no byte the checkpointer stores, holds a raw value.
+    for raw in (EMAIL, CARD, IP):
+        assert raw not in repr(chunks), raw
+        assert raw.encode() not in stored_bytes(saver), raw
+    print(f"[{mode}] {len(chunks)} stream chunks and {len(stored_bytes(saver))} stored bytes: no raw value")
 
-    # 5. The mapping is private: not in the result, but in the thread's checkpoint.
+    # 5. An authorised reviewer opens the placeholders deliberately, with the key.
     state = agent.get_state(thread).values
-    assert state["pii_placeholders"] == {"<EMAIL_1>": EMAIL, "<CREDIT_CARD_1>": CARD}
+    shown = reveal(state["messages"][-1].content, messages=state["messages"], key=KEY)
+    assert shown == f"Done: refunded and {EMAIL} has been told.", shown
 
-    # 6. A second turn in the same thread reuses <EMAIL_1>; the tool again gets the real address.
+    # 6. A second turn in the same thread uses the same placeholder; the tool again gets the real address.
     second = {"messages": [HumanMessage(f"Thanks! Please also confirm to {EMAIL}.")]}
     result = agent.invoke(second, thread) if mode == "invoke" else await agent.ainvoke(second, thread)
-    assert "pii_placeholders" not in result
-    assert model.calls[2].messages[-1].content == "Thanks! Please also confirm to <EMAIL_1>."
+    assert model.calls[2].messages[-1].content == f"Thanks! Please also confirm to {P_EMAIL}."
     assert actions[-1] == ("send_email", {"to": EMAIL, "body": "Any other question?"})
+    assert EMAIL not in repr(result)
     print(f"[{mode}] final answer: {result['messages'][-1].content}")
 
 

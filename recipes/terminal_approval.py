@@ -25,6 +25,7 @@ import sqlite3
 import sys
 import tempfile
 from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -88,7 +89,10 @@ def build_agent(db: Path) -> Any:
             allowed_decisions=["approve", "edit", "reject"],
             description="Restarting drops in-flight requests. Check the replica count.",
         ),
-        "delete_volume": InterruptOnConfig(allowed_decisions=["approve", "reject", "respond"]),
+        # Unanswered for a day, the deletion is rejected (see recipes/approval_expiry.py for the scheduler side).
+        "delete_volume": InterruptOnConfig(
+            allowed_decisions=["approve", "reject", "respond"], timeout=timedelta(days=1)
+        ),
     })
     saver = SqliteSaver(sqlite3.connect(db, check_same_thread=False))
     return create_agent(ScriptedChatModel(default=model_reply), TOOLS, middleware=[reviewer], checkpointer=saver)
@@ -162,7 +166,10 @@ def main() -> None:
         first = build_agent(db).invoke({"messages": [HumanMessage("The api is flapping, fix it.")]}, config)
         if RAN:
             raise SystemExit(f"nothing may run before the decisions, but {RAN} ran")
-        print(f"Paused for review: {[r['name'] for r in first['__interrupt__'][0].value['action_requests']]}")
+        paused = first["__interrupt__"][0].value
+        print(f"Paused for review: {[r['name'] for r in paused['action_requests']]} (expires {paused['expires_at']})")
+        if not paused["expires_at"].endswith("Z"):
+            raise SystemExit("the deadline travels in the payload, in UTC")
         result = review_until_done(db, config, first, reviewer, careless_first=not interactive)
         check(result, build_agent(db).get_state(config), interactive)
 

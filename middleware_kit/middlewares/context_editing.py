@@ -21,6 +21,7 @@ from langchain_core.messages.utils import count_tokens_approximately
 
 from middleware_kit.errors import MiddlewareConfigError
 from middleware_kit.middleware import AgentMiddleware
+from middleware_kit.middlewares._frozen import FrozenConfig
 from middleware_kit.types import ModelRequest
 
 __all__ = [
@@ -85,6 +86,8 @@ class ClearToolUsesEdit:
                 middleware="ContextEditingMiddleware",
                 hook="edits",
             )
+        # A value type: the caller's list is copied, so changing it later changes nothing here.
+        object.__setattr__(self, "exclude_tools", tuple(self.exclude_tools))
 
     def apply(self, messages: list[AnyMessage], *, count_tokens: TokenCounter) -> None:
         """Clear in ``messages`` (this call's private copy): replace entries, never mutate message objects."""
@@ -141,7 +144,7 @@ def _without_inputs(message: AnyMessage, tool_call_id: str) -> AnyMessage:
     return message.model_copy(update={"tool_calls": calls, "response_metadata": metadata})
 
 
-class ContextEditingMiddleware(AgentMiddleware):
+class ContextEditingMiddleware(FrozenConfig, AgentMiddleware):
     """Apply context edits (default: one :class:`ClearToolUsesEdit`) to the messages of each model call.
 
     Args:

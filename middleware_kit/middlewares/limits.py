@@ -15,7 +15,7 @@ same model calls (and writes the same totals), and each ``ToolCallLimitMiddlewar
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, NotRequired
+from typing import Annotated, Any, Literal, NotRequired, TypeAlias
 
 from langchain_core.messages import AIMessage, ToolCall, ToolMessage
 from langgraph.runtime import Runtime
@@ -23,12 +23,14 @@ from langgraph.types import Command
 
 from middleware_kit.decorators import hook_config
 from middleware_kit.errors import MiddlewareConfigError, MiddlewareError
-from middleware_kit.hooks import AsyncModelHandler, ModelHandler
+from middleware_kit.flow import ModelCallFlow
 from middleware_kit.middleware import AgentMiddleware
+from middleware_kit.middlewares._frozen import FrozenConfig
 from middleware_kit.pairing import last_ai_index
 from middleware_kit.types import AgentState, ExtendedModelResponse, ModelRequest, PrivateStateAttr
 
 __all__ = [
+    "ExitBehavior",
     "ModelCallLimitExceededError",
     "ModelCallLimitMiddleware",
     "ModelCallLimitState",
@@ -36,6 +38,10 @@ __all__ = [
     "ToolCallLimitMiddleware",
     "ToolCallLimitState",
 ]
+
+ExitBehavior: TypeAlias = Literal["continue", "error", "end"]
+"""What :class:`ToolCallLimitMiddleware` does when the model asks for calls beyond a limit (LangChain's name):
+``"continue"`` refuses those calls with an error ``ToolMessage``, ``"error"`` raises, ``"end"`` ends the run."""
 
 ALL_TOOLS = "__all__"
 """The count key of a ``ToolCallLimitMiddleware`` without ``tool_name``."""
@@ -67,41 +73,70 @@ class ToolCallLimitState(AgentState):
 
 
 def _check_limits(owner: str, thread_limit: object, run_limit: object) -> None:
+    if thread_limit is None and run_limit is None:
+        raise MiddlewareConfigError(
+            f"At least one limit must be specified (thread_limit or run_limit). {owner}: pass thread_limit=..., "
+            f"run_limit=... or both.",
+            middleware=owner,
+            hook="thread_limit",
+        )
     for param, value in (("thread_limit", thread_limit), ("run_limit", run_limit)):
         if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
             raise MiddlewareConfigError(
                 f"{owner}: {param} must be an int >= 0 or None, got {value!r}.", middleware=owner, hook=param
             )
-    if thread_limit is None and run_limit is None:
-        raise MiddlewareConfigError(
-            f"{owner}: at least one limit must be specified: pass thread_limit=..., run_limit=... or both.",
-            middleware=owner,
-            hook="thread_limit",
-        )
 
 
 def _check_exit(owner: str, exit_behavior: object, allowed: tuple[str, ...]) -> None:
-    if exit_behavior not in allowed:
-        raise MiddlewareConfigError(
-            f"{owner}: exit_behavior must be one of {', '.join(map(repr, allowed))}, got {exit_behavior!r}.",
-            middleware=owner,
-            hook="exit_behavior",
-        )
+    if exit_behavior in allowed:
+        return
+    if len(allowed) == 2:
+        sentence = f"Invalid exit_behavior: {exit_behavior}. Must be {allowed[0]!r} or {allowed[1]!r}"
+    else:
+        sentence = f"Invalid exit_behavior: {exit_behavior!r}. Must be one of {allowed}"
+    raise MiddlewareConfigError(
+        f"{sentence}. {owner}: pass one of {', '.join(map(repr, allowed))}.",
+        middleware=owner,
+        hook="exit_behavior",
+    )
 
 
-def _which(count: tuple[int, int], limits: tuple[int | None, int | None]) -> str:
-    """'thread limit 3/3, run limit 2/2' for the limits that are reached by ``count``."""
-    parts = [
-        f"{scope} limit {n}/{limit}"
-        for scope, n, limit in (("thread", count[0], limits[0]), ("run", count[1], limits[1]))
+def model_limit_message(thread_count: int, run_count: int, thread_limit: int | None, run_limit: int | None) -> str:
+    """LangChain's text for reached model call limits: ``"Model call limits exceeded: run limit (2/2)"``."""
+    reached = [
+        f"{scope} limit ({n}/{limit})"
+        for scope, n, limit in (("thread", thread_count, thread_limit), ("run", run_count, run_limit))
         if limit is not None and n >= limit
     ]
-    return ", ".join(parts)
+    return f"Model call limits exceeded: {', '.join(reached)}"
+
+
+def tool_limit_message(
+    thread_count: int, run_count: int, thread_limit: int | None, run_limit: int | None, tool_name: str | None
+) -> str:
+    """LangChain's text for exceeded tool call limits (counts include the refused calls):
+    ``"'search' tool call limit reached: run limit exceeded (3/2 calls)."``."""
+    exceeded = [
+        f"{scope} limit exceeded ({n}/{limit} calls)"
+        for scope, n, limit in (("thread", thread_count, thread_limit), ("run", run_count, run_limit))
+        if limit is not None and n > limit
+    ]
+    what = f"'{tool_name}' tool" if tool_name else "Tool"
+    return f"{what} call limit reached: {' and '.join(exceeded)}."
+
+
+def tool_refusal_text(tool_name: str | None) -> str:
+    """What the model reads for a refused call (LangChain's text; no thread/run details, which it cannot act on)."""
+    if tool_name:
+        return f"Tool call limit exceeded. Do not call '{tool_name}' again."
+    return "Tool call limit exceeded. Do not make additional tool calls."
 
 
 # -- model calls -----------------------------------------------------------------------------------------------
 class ModelCallLimitExceededError(MiddlewareError):
     """A model call would exceed a limit of :class:`ModelCallLimitMiddleware` (``exit_behavior="error"``).
+
+    Its message starts with LangChain's sentence (``"Model call limits exceeded: run limit (2/2)"``).
 
     Attributes:
         thread_count: Model calls already made in this thread.
@@ -119,11 +154,10 @@ class ModelCallLimitExceededError(MiddlewareError):
         *,
         middleware: str = "ModelCallLimitMiddleware",
     ) -> None:
-        reached = _which((thread_count, run_count), (thread_limit, run_limit))
         super().__init__(
-            f"{middleware}: model call limit reached ({reached}), so the model was not called again. Raise the "
-            f"limit, start a new thread (thread limit) or a new run (run limit), or pass exit_behavior='end' to "
-            f"end the run with a message instead of raising.",
+            f"{model_limit_message(thread_count, run_count, thread_limit, run_limit)}. {middleware} did not call "
+            f"the model again. Fix: raise the limit, start a new thread (thread limit) or a new run (run limit), or "
+            f"pass exit_behavior='end' to end the run with a message instead of raising.",
             middleware=middleware,
             hook="before_model",
         )
@@ -133,16 +167,18 @@ class ModelCallLimitExceededError(MiddlewareError):
         self.run_limit = run_limit
 
 
-class ModelCallLimitMiddleware(AgentMiddleware[ModelCallLimitState, Any]):
+class ModelCallLimitMiddleware(FrozenConfig, AgentMiddleware[ModelCallLimitState, Any]):
     """Cap the model calls of a thread and of a run.
 
     Args:
         thread_limit: Model calls allowed per thread (persisted by the checkpointer across invocations).
         run_limit: Model calls allowed per invocation.
         exit_behavior: When a call would exceed a limit: ``"end"`` (default) ends the run with an ``AIMessage``
-            saying which limit was reached; ``"error"`` raises :class:`ModelCallLimitExceededError`.
+            saying which limit was reached (LangChain's text, ``"Model call limits exceeded: run limit (2/2)"``);
+            ``"error"`` raises :class:`ModelCallLimitExceededError`.
 
     At least one limit is required. A model call counts once it returned a response (a retried call counts once).
+    The configuration is frozen: ``mw.replace(run_limit=5)`` makes a changed copy.
     """
 
     state_schema = ModelCallLimitState
@@ -154,8 +190,9 @@ class ModelCallLimitMiddleware(AgentMiddleware[ModelCallLimitState, Any]):
         run_limit: int | None = None,
         exit_behavior: Literal["end", "error"] = "end",
     ) -> None:
-        _check_limits(type(self).__name__, thread_limit, run_limit)
-        _check_exit(type(self).__name__, exit_behavior, ("end", "error"))
+        owner = type(self).__name__
+        _check_limits(owner, thread_limit, run_limit)
+        _check_exit(owner, exit_behavior, ("end", "error"))
         self.thread_limit = thread_limit
         self.run_limit = run_limit
         self.exit_behavior = exit_behavior
@@ -181,34 +218,28 @@ class ModelCallLimitMiddleware(AgentMiddleware[ModelCallLimitState, Any]):
             raise ModelCallLimitExceededError(
                 thread_count, run_count, self.thread_limit, self.run_limit, middleware=self.name
             )
-        reached = _which((thread_count, run_count), (self.thread_limit, self.run_limit))
-        return {
-            "jump_to": "end",
-            "messages": [AIMessage(content=f"Model call limit reached ({reached}); the run stopped here.")],
-        }
+        text = model_limit_message(thread_count, run_count, self.thread_limit, self.run_limit)
+        return {"jump_to": "end", "messages": [AIMessage(content=text)]}
 
     @hook_config(can_jump_to=["end"])
     async def abefore_model(self, state: ModelCallLimitState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         return self.before_model(state, runtime)
 
-    def _counted(self, request: ModelRequest[Any], response: Any) -> ExtendedModelResponse[Any]:
+    def wrap_model_call(self, request: ModelRequest[Any]) -> ModelCallFlow:
+        """Count the call once it returned (a flow: one body for invoke and ainvoke)."""
+        response = yield request
         thread_count, run_count = self._counts(request.state or {})
         update = {"thread_model_call_count": thread_count + 1, "run_model_call_count": run_count + 1}
         return ExtendedModelResponse(model_response=response, command=Command(update=update))
-
-    def wrap_model_call(self, request: ModelRequest[Any], handler: ModelHandler) -> ExtendedModelResponse[Any]:
-        return self._counted(request, handler(request))
-
-    async def awrap_model_call(
-        self, request: ModelRequest[Any], handler: AsyncModelHandler
-    ) -> ExtendedModelResponse[Any]:
-        return self._counted(request, await handler(request))
 
 
 # -- tool calls ------------------------------------------------------------------------------------------------
 class ToolCallLimitExceededError(MiddlewareError):
     """The model asked for tool calls that would exceed a limit of :class:`ToolCallLimitMiddleware`
     (``exit_behavior="error"``).
+
+    Its message starts with LangChain's sentence (``"'search' tool call limit reached: run limit exceeded (3/2
+    calls)."``).
 
     Attributes:
         thread_count: Calls of the limited tool(s) in this thread, counting the ones just requested.
@@ -228,16 +259,10 @@ class ToolCallLimitExceededError(MiddlewareError):
         *,
         middleware: str = "ToolCallLimitMiddleware",
     ) -> None:
-        what = f"'{tool_name}' calls" if tool_name else "tool calls"
-        limits = ", ".join(
-            f"{scope} {n}/{limit}"
-            for scope, n, limit in (("thread", thread_count, thread_limit), ("run", run_count, run_limit))
-            if limit is not None
-        )
         super().__init__(
-            f"{middleware}: the model asked for more {what} than allowed ({limits}), so none of them ran. Raise "
-            f"the limit, start a new thread (thread limit) or a new run (run limit), or pass "
-            f"exit_behavior='continue' (the model is told the call was refused) or 'end'.",
+            f"{tool_limit_message(thread_count, run_count, thread_limit, run_limit, tool_name)} {middleware} ran "
+            f"none of that model turn's calls. Fix: raise the limit, start a new thread (thread limit) or a new run "
+            f"(run limit), or pass exit_behavior='continue' (the model is told the call was refused) or 'end'.",
             middleware=middleware,
             hook="after_model",
         )
@@ -248,14 +273,14 @@ class ToolCallLimitExceededError(MiddlewareError):
         self.tool_name = tool_name
 
 
-class ToolCallLimitMiddleware(AgentMiddleware[ToolCallLimitState, Any]):
+class ToolCallLimitMiddleware(FrozenConfig, AgentMiddleware[ToolCallLimitState, Any]):
     """Cap the calls of one tool (``tool_name``) or of every tool, per thread and per run.
 
     Args:
         tool_name: The tool to limit; None (default) limits every tool call together.
         thread_limit: Calls allowed per thread (persisted by the checkpointer across invocations).
-        run_limit: Calls allowed per invocation.
-        exit_behavior: When the model asks for calls beyond a limit:
+        run_limit: Calls allowed per invocation; at most ``thread_limit`` when both are given.
+        exit_behavior: When the model asks for calls beyond a limit (:data:`ExitBehavior`):
 
             - ``"continue"`` (default): those calls are answered with an error ``ToolMessage`` telling the model not
               to call the tool again; the calls within the limit run, and the model is called again;
@@ -264,7 +289,8 @@ class ToolCallLimitMiddleware(AgentMiddleware[ToolCallLimitState, Any]):
               "not executed" one, and a final ``AIMessage`` says which limit was reached.
 
     Its ``name`` includes the tool (``"ToolCallLimitMiddleware[search]"``), so one agent may list one per tool.
-    Calls are counted when the model asks for them and they are allowed (refused calls do not count).
+    Allowed calls count toward both limits; refused calls count toward the run only (they were attempted in it), as
+    in LangChain. The configuration is frozen: ``mw.replace(run_limit=5)`` makes a changed copy.
     """
 
     state_schema = ToolCallLimitState
@@ -275,10 +301,24 @@ class ToolCallLimitMiddleware(AgentMiddleware[ToolCallLimitState, Any]):
         tool_name: str | None = None,
         thread_limit: int | None = None,
         run_limit: int | None = None,
-        exit_behavior: Literal["continue", "error", "end"] = "continue",
+        exit_behavior: ExitBehavior = "continue",
     ) -> None:
-        _check_limits(type(self).__name__, thread_limit, run_limit)
-        _check_exit(type(self).__name__, exit_behavior, ("continue", "error", "end"))
+        owner = type(self).__name__
+        _check_limits(owner, thread_limit, run_limit)
+        _check_exit(owner, exit_behavior, ("continue", "error", "end"))
+        if thread_limit is not None and run_limit is not None and run_limit > thread_limit:
+            raise MiddlewareConfigError(
+                f"run_limit ({run_limit}) cannot exceed thread_limit ({thread_limit}). The run limit should be less "
+                f"than or equal to the thread limit. {owner}: lower run_limit or raise thread_limit.",
+                middleware=owner,
+                hook="run_limit",
+            )
+        if tool_name is not None and (not isinstance(tool_name, str) or not tool_name):
+            raise MiddlewareConfigError(
+                f"{owner}: tool_name must be a tool's name (a non-empty str) or None, got {tool_name!r}.",
+                middleware=owner,
+                hook="tool_name",
+            )
         self.tool_name = tool_name
         self.thread_limit = thread_limit
         self.run_limit = run_limit
@@ -308,9 +348,8 @@ class ToolCallLimitMiddleware(AgentMiddleware[ToolCallLimitState, Any]):
         return self.before_agent(state, runtime)
 
     def _refusal(self, call: ToolCall) -> ToolMessage:
-        what = f"'{call['name']}' may not be called again" if self.tool_name else "no more tool calls are allowed"
         return ToolMessage(
-            content=f"Tool call limit reached: {what}. Do not retry it; continue with the information you have.",
+            content=tool_refusal_text(self.tool_name),
             tool_call_id=call["id"] or "",
             name=call["name"],
             status="error",
@@ -344,21 +383,19 @@ class ToolCallLimitMiddleware(AgentMiddleware[ToolCallLimitState, Any]):
             if not allowed:
                 return None
             return {"thread_tool_call_count": {key: thread_count}, "run_tool_call_count": {key: run_count}}
+        # Refused calls were attempted in this run: they count toward it (not toward the thread), as in LangChain.
+        counts = {"thread_tool_call_count": {key: thread_count}, "run_tool_call_count": {key: run_count + len(refused)}}
         if self.exit_behavior == "error":
             raise ToolCallLimitExceededError(
-                thread0 + len(matching),
-                run0 + len(matching),
+                thread_count + len(refused),
+                run_count + len(refused),
                 self.thread_limit,
                 self.run_limit,
                 self.tool_name,
                 middleware=self.name,
             )
         if self.exit_behavior == "continue":
-            return {
-                "messages": [self._refusal(call) for call in refused],
-                "thread_tool_call_count": {key: thread_count},
-                "run_tool_call_count": {key: run_count},
-            }
+            return {**counts, "messages": [self._refusal(call) for call in refused]}
         # "end": answer every open call of the turn, in call order (the pairing guarantee), then say why it ended.
         refused_ids = {call["id"] for call in refused}
         answers = [
@@ -373,10 +410,13 @@ class ToolCallLimitMiddleware(AgentMiddleware[ToolCallLimitState, Any]):
             )
             for call in pending
         ]
-        what = f"'{self.tool_name}' calls" if self.tool_name else "tool calls"
-        reached = _which((thread_count, run_count), (self.thread_limit, self.run_limit))
-        final = AIMessage(content=f"Tool call limit reached for {what} ({reached}); the run stopped here.")
-        return {"jump_to": "end", "messages": [*answers, final]}
+        final = AIMessage(
+            content=tool_limit_message(
+                thread_count + len(refused), run_count + len(refused), self.thread_limit, self.run_limit,
+                self.tool_name,
+            )
+        )
+        return {**counts, "jump_to": "end", "messages": [*answers, final]}
 
     @hook_config(can_jump_to=["end"])
     async def aafter_model(self, state: ToolCallLimitState, runtime: Runtime[Any]) -> dict[str, Any] | None:

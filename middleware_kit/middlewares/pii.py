@@ -1,45 +1,45 @@
 """``PIIMiddleware``: detect PII (emails, card numbers, IPs, MAC addresses, URLs, or your own) and redact, mask, hash,
-block or replace it with placeholders, wherever it flows through the agent.
+block or replace it with placeholders, before anything holding it is committed, streamed or sent to the model.
 
-Where each thing happens (one rule for every strategy: **the PII is rewritten in state**, so it stays out of the model
-and out of what is stored and returned):
+Where each thing happens:
 
-- ``before_model``: every ``HumanMessage`` in state (``apply_to_input``; not only the newest), every ``ToolMessage``
-  (``apply_to_tool_results``) and every ``AIMessage``, text and tool-call arguments (``apply_to_output``) are scanned;
-  the changed ones are replaced in place (same ``id``: ``add_messages`` swaps them).
-- ``wrap_model_call``: the same scan on the request itself, as a backstop for messages that are not in state (added
-  by an outer middleware's ``modify_model_request``); only this call's request changes.
-- ``after_model``: the new ``AIMessage`` (text and tool-call arguments), when ``apply_to_output``.
-- ``after_tool``: the tool's result before it reaches state, when ``apply_to_tool_results`` (for ``placeholder`` this
-  is done by the next ``before_model`` instead, which numbers placeholders in one place: parallel tool calls would
-  race for the same numbers).
-- ``before_tool``: with ``strategy="placeholder"``, ``<EMAIL_1>`` in tool-call arguments is replaced by the real
-  value before the tool runs. The mapping lives in ``pii_placeholders``, a private state key: per thread
-  (checkpointed with it), never in the agent's input or output, never sent to the model.
+- ``guard_messages`` (the engine's message guard): every list of messages LangGraph is about to commit (the graph
+  input, every node's ``messages`` write: the model's message, other middlewares' hook writes, the tool node's
+  results) is rewritten first, so checkpoints, pending writes, every stream mode and the result hold the rewritten
+  value. Covered: ``HumanMessage`` (``apply_to_input``), ``AIMessage`` text and tool-call arguments
+  (``apply_to_output``), ``ToolMessage`` content and artifact (``apply_to_tool_results``).
+- ``wrap_model_call`` (a flow hook): the messages of the request that are not the state's own (added by another
+  middleware's ``modify_model_request``) are scanned; sealed values are stripped from the request (the model never
+  sees even ciphertext); with ``apply_to_output`` the model's response is rewritten right there, before any
+  ``after_model`` hook (human review) sees it.
+- ``wrap_tool_call`` (a flow hook), ``strategy="placeholder"``: the placeholders in the tool-call arguments are
+  replaced by the real values for the tool, and the real values the tool echoes back (result, artifact, exception)
+  become placeholders again, whatever ``apply_to_tool_results`` says.
 
-Beyond LangChain v1: IPv6/Amex/Cisco MACs and linear-time detectors (:mod:`._pii_detectors`), every message rather
-than the newest, tool-call arguments, salted hashes (``salt=`` a string or ``lambda runtime: ...``), the
-``placeholder`` strategy, a value-free :class:`PIIDetectionError`, and a ``{"event": "pii", ...}`` progress event
-with counts per type (never values) on the custom stream.
+The placeholder mapping is never held in plain text: a placeholder is named by an HMAC of the value under the
+deployment key, and the value is sealed (encrypted and authenticated with the key) in the ``response_metadata`` of
+the message that carried it (:mod:`._pii_vault`). ``reveal(...)`` opens them for an authorised reviewer.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import re
 import secrets
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal, NotRequired, TypeAlias, cast
+from typing import Any, Literal, TypeAlias, TypeVar, cast
 
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, ToolMessage
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
 from middleware_kit.errors import MiddlewareConfigError, MiddlewareError
-from middleware_kit.hooks import AsyncModelHandler, ModelHandler, ToolResult
+from middleware_kit.flow import ModelCallFlow, ToolCallFlow
 from middleware_kit.middleware import AgentMiddleware
+from middleware_kit.middlewares._frozen import FrozenConfig
 from middleware_kit.middlewares._pii_detectors import (
     BUILTIN_DETECTORS,
     Detector,
@@ -51,29 +51,28 @@ from middleware_kit.middlewares._pii_detectors import (
     detect_url,
     luhn_valid,
 )
+from middleware_kit.middlewares._pii_vault import Keyring, KeySpec, VaultError
 from middleware_kit.middlewares._stream import emit
-from middleware_kit.types import (
-    AgentState,
-    ExtendedModelResponse,
-    ModelRequest,
-    ModelResponse,
-    PrivateStateAttr,
-    ToolCallRequest,
-)
+from middleware_kit.types import AgentState, ExtendedModelResponse, ModelRequest, ModelResponse, ToolCallRequest
 
 __all__ = [
+    "VAULT_KEY",
+    "KeySpec",
+    "Keyring",
     "PIIDetectionError",
     "PIIMatch",
     "PIIMiddleware",
     "PIIState",
     "RedactedMatch",
     "Strategy",
+    "VaultError",
     "detect_credit_card",
     "detect_email",
     "detect_ip",
     "detect_mac_address",
     "detect_url",
     "luhn_valid",
+    "reveal",
 ]
 
 Strategy: TypeAlias = Literal["redact", "mask", "hash", "block", "placeholder"]
@@ -83,24 +82,19 @@ Salt: TypeAlias = "str | bytes | Callable[[Any], str | bytes | None] | None"
 DetectorSpec: TypeAlias = "str | re.Pattern[str] | Callable[[str], Sequence[Mapping[str, Any]]] | None"
 """``None`` (the built-in detector of the type), a regex (string or compiled) or ``(text) -> list[PIIMatch]``."""
 
-PLACEHOLDERS_KEY = "pii_placeholders"
+VAULT_KEY = "pii_vault"
+"""The ``response_metadata`` key of a message holding ``{placeholder: sealed value}`` for the values it carried."""
 _STRATEGIES = ("redact", "mask", "hash", "block", "placeholder")
+_PLACEHOLDER = re.compile(r"<[^<>\s]{1,64}_[0-9a-f]{8}>")
 _Where = Literal["input", "output", "tool_result", "request"]
-
-
-def _merge_placeholders(left: dict[str, str] | None, right: dict[str, str] | None) -> dict[str, str]:
-    """Reducer of ``pii_placeholders``: placeholders are only ever added."""
-    if not right:
-        return dict(left or {})
-    return {**(left or {}), **right}
+_SKIP_KEYS = frozenset({"type", "id", "tool_call_id", "data", "base64", "mime_type", "source_type"})
+"""Content-block keys whose values are never scanned (identifiers, inline binary data)."""
+_T = TypeVar("_T")
 
 
 class PIIState(AgentState[Any]):
-    """The state ``PIIMiddleware`` adds: the placeholder mapping of the thread (``strategy="placeholder"``)."""
-
-    pii_placeholders: NotRequired[Annotated[dict[str, str], PrivateStateAttr, _merge_placeholders]]
-    """``{"<EMAIL_1>": "real@example.com", ...}``. Private: hidden from input, output and tools' state. (The reducer
-    comes last in ``Annotated``: LangGraph takes the last metadata item as the reducer.)"""
+    """The state of an agent with ``PIIMiddleware``: the agent's own. Kept for imports; the middleware adds no state
+    key (the placeholder mapping is sealed in the messages, see :data:`VAULT_KEY`)."""
 
 
 # -- the error ---------------------------------------------------------------------------------------------------
@@ -125,7 +119,7 @@ class PIIDetectionError(MiddlewareError, ValueError):
         *,
         where: str = "input",
         middleware: str = "PIIMiddleware",
-        hook: str = "before_model",
+        hook: str = "guard_messages",
         message_index: int | None = None,
     ) -> None:
         self.pii_type = pii_type
@@ -143,23 +137,56 @@ class PIIDetectionError(MiddlewareError, ValueError):
         located = f" (message {message_index})" if message_index is not None else ""
         super().__init__(
             f"Detected {len(self.matches)} instance(s) of {pii_type} in the {where.replace('_', ' ')}{located}; "
-            f"{middleware} blocks it (strategy='block'). The values are withheld from this error. To let the run "
-            f"continue without them, use strategy='redact', 'mask', 'hash' or 'placeholder'.",
+            f"{middleware} blocks it (strategy='block'): it was not stored. The values are withheld from this error. "
+            f"To let the run continue without them, use strategy='redact', 'mask', 'hash' or 'placeholder'.",
             middleware=middleware,
             hook=hook,
         )
 
 
+# -- the memo of clean texts ---------------------------------------------------------------------------------------
+_MEMO_ENTRY_BYTES = 96
+"""What one remembered text costs: a 16-byte digest object and its set slot (the text itself is not kept)."""
+
+
+class _CleanMemo:
+    """Digests of texts known to hold no PII, bounded in bytes: the texts are not referenced, only 16-byte digests,
+    and the set starts over when ``max_bytes`` would be exceeded. A pure function's memo, shared by every run."""
+
+    __slots__ = ("_limit", "_seen")
+
+    def __init__(self, max_bytes: int) -> None:
+        self._limit = max(0, max_bytes // _MEMO_ENTRY_BYTES)
+        self._seen: set[bytes] = set()
+
+    @staticmethod
+    def digest(text: str) -> bytes:
+        return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+    def __contains__(self, digest: bytes) -> bool:
+        return digest in self._seen
+
+    def add(self, digest: bytes) -> None:
+        if not self._limit:
+            return
+        if len(self._seen) >= self._limit:
+            self._seen.clear()
+        self._seen.add(digest)
+
+    @property
+    def bytes_used(self) -> int:
+        """An upper bound of the memory the memo holds (``memo_bytes`` bounds it)."""
+        return len(self._seen) * _MEMO_ENTRY_BYTES
+
+
 # -- replacing values ------------------------------------------------------------------------------------------
-_CLEAN_MEMO_SIZE = 100_000
-"""Texts remembered as clean per middleware before the memo starts over."""
-
-
 def _mask(pii_type: str, value: str) -> str:
     if pii_type == "email":
-        local, _, domain = value.rpartition("@")
+        at = value.rfind("@")
+        sep = "@" if at >= 0 else "%40"
+        local, domain = (value[:at], value[at + 1 :]) if at >= 0 else value.split("%40", 1)
         tld = domain.rsplit(".", 1)[-1]
-        return f"{local}@****.{tld}"
+        return f"{local}{sep}****.{tld}"
     if pii_type == "credit_card":
         total = sum(c.isdigit() for c in value)
         seen = 0
@@ -184,16 +211,15 @@ def _mask(pii_type: str, value: str) -> str:
 
 @dataclass
 class _Scrub:
-    """One pass of one middleware over some messages: replaces values, counts them, collects new placeholders."""
+    """One pass of one middleware over some messages: replaces values, counts them, seals placeholder values."""
 
     mw: PIIMiddleware
     runtime: Any
-    placeholders: Mapping[str, str]
     hook: str
-    new_placeholders: dict[str, str] = field(default_factory=dict)
     count: int = 0
-    _key: bytes | None = None
-    _reverse: dict[str, str] | None = None
+    sealed: dict[str, str] = field(default_factory=dict)
+    """Placeholders made for the message being scrubbed, with their sealed values."""
+    _salt: bytes | None = None
 
     # text ------------------------------------------------------------------------------------------------------
     def text(self, text: str, where: _Where, index: int | None) -> str:
@@ -211,7 +237,7 @@ class _Scrub:
         pos = 0
         for m in matches:
             parts.append(text[pos : m["start"]])
-            parts.append(self.replacement(m["value"]))
+            parts.append(self.replacement(text[m["start"] : m["end"]]))
             pos = m["end"]
         parts.append(text[pos:])
         return "".join(parts)
@@ -223,54 +249,38 @@ class _Scrub:
         if strategy == "mask":
             return _mask(pii_type, value)
         if strategy == "hash":
-            if self._key is None:
-                self._key = self.mw.salt_for(self.runtime)
-            digest = hmac.new(self._key, value.encode(), hashlib.sha256).hexdigest()[:16]
+            if self._salt is None:
+                salt = self.mw.salt_for(self.runtime)
+                if salt is None:  # the graph input, before the run: no tenant yet (see PIIMiddleware.before_agent)
+                    return f"<{pii_type}_hash:pending:{cast(Keyring, self.mw._pending).seal(value)}>"
+                self._salt = salt
+            digest = hmac.new(self._salt, value.encode(), hashlib.sha256).hexdigest()[:16]
             return f"<{pii_type}_hash:{digest}>"
-        return self.placeholder(value)
-
-    def placeholder(self, value: str) -> str:
-        prefix = f"<{self.mw.pii_type.upper()}_"
-        if self._reverse is None:
-            self._reverse = {v: k for k, v in self.placeholders.items() if k.startswith(prefix)}
-        found = self._reverse.get(value)
-        if found is None:
-            found = f"{prefix}{len(self._reverse) + 1}>"
-            self._reverse[value] = found
-            self.new_placeholders[found] = value
-        return found
+        keyring = cast(Keyring, self.mw._keyring)
+        name = keyring.name(pii_type, value)
+        if name not in self.sealed:
+            self.sealed[name] = keyring.seal(value)
+        return name
 
     # structures ------------------------------------------------------------------------------------------------
-    def content(self, content: Any, where: _Where, index: int | None) -> Any:
-        """``str`` or a list of blocks: only text is rewritten; the list's shape and other blocks are kept."""
-        if isinstance(content, str):
-            return self.text(content, where, index)
-        if not isinstance(content, list):
-            return content
-        changed = False
-        out: list[Any] = []
-        for block in content:
-            new = block
-            if isinstance(block, str):
-                new = self.text(block, where, index)
-            elif isinstance(block, dict) and isinstance(block.get("text"), str):
-                text = self.text(block["text"], where, index)
-                if text is not block["text"]:
-                    new = {**block, "text": text}
-            changed = changed or new is not block
-            out.append(new)
-        return out if changed else content
-
-    def value(self, value: Any, where: _Where, index: int | None) -> Any:
-        """A JSON-like value (tool-call arguments): every string inside is scanned; the structure is kept."""
+    def value(self, value: Any, where: _Where, index: int | None, *, blocks: bool = False) -> Any:
+        """A JSON-like value: every string inside is scanned; the structure is kept (the same object when nothing
+        changed). In content blocks (``blocks``) identifiers and inline binary data are not scanned."""
         if isinstance(value, str):
+            if blocks and value.startswith("data:"):
+                return value
             return self.text(value, where, index)
         if isinstance(value, dict):
-            items = {k: self.value(v, where, index) for k, v in value.items()}
+            items = {
+                k: v if blocks and k in _SKIP_KEYS else self.value(v, where, index, blocks=blocks)
+                for k, v in value.items()
+            }
             return items if any(items[k] is not value[k] for k in value) else value
-        if isinstance(value, list):
-            seq = [self.value(v, where, index) for v in value]
-            return seq if any(a is not b for a, b in zip(seq, value, strict=True)) else value
+        if isinstance(value, list | tuple):
+            seq = [self.value(v, where, index, blocks=blocks) for v in value]
+            if all(a is b for a, b in zip(seq, value, strict=True)):
+                return value
+            return seq if isinstance(value, list) else tuple(seq)
         return value
 
     def message(self, message: BaseMessage, index: int | None, where: _Where | None = None) -> BaseMessage:
@@ -278,37 +288,126 @@ class _Scrub:
         kind = where or self.mw.where_of(message)
         if kind is None:
             return message
+        self.sealed = {}
         update: dict[str, Any] = {}
-        content = self.content(message.content, kind, index)
+        content = self.value(message.content, kind, index, blocks=True)
         if content is not message.content:
             update["content"] = content
-        if isinstance(message, AIMessage) and message.tool_calls:
+        if isinstance(message, AIMessage):
+            self._ai_fields(message, kind, index, update)
+        if isinstance(message, ToolMessage) and message.artifact is not None:
+            artifact = self.value(message.artifact, kind, index)
+            if artifact is not message.artifact:
+                update["artifact"] = artifact
+        if not update:
+            return message
+        if self.sealed:
+            meta = dict(message.response_metadata)
+            meta[VAULT_KEY] = {**(meta.get(VAULT_KEY) or {}), **self.sealed}
+            update["response_metadata"] = meta
+        return message.model_copy(update=update)
+
+    def _ai_fields(self, message: AIMessage, kind: _Where, index: int | None, update: dict[str, Any]) -> None:
+        if message.tool_calls:
             calls = [{**c, "args": self.value(c["args"], kind, index)} for c in message.tool_calls]
             if any(new["args"] is not old["args"] for new, old in zip(calls, message.tool_calls, strict=True)):
                 update["tool_calls"] = calls
-        return message.model_copy(update=update) if update else message
+        for name in ("invalid_tool_calls", "tool_call_chunks"):
+            extra: Any = getattr(message, name, None)
+            if extra:
+                new_extra = self.value(list(extra), kind, index)
+                if any(a is not b for a, b in zip(new_extra, extra, strict=True)):
+                    update[name] = new_extra
+        kwargs = message.additional_kwargs
+        if kwargs.get("tool_calls") or kwargs.get("function_call"):  # the provider's raw form (JSON strings)
+            new_kwargs = self.value(kwargs, kind, index)
+            if new_kwargs is not kwargs:
+                update["additional_kwargs"] = new_kwargs
 
-    def messages(self, messages: Sequence[AnyMessage], where: _Where | None = None) -> list[tuple[int, BaseMessage]]:
-        changed: list[tuple[int, BaseMessage]] = []
-        for i, message in enumerate(messages):
-            new = self.message(message, i, where)
-            if new is not message:
-                changed.append((i, new))
-        return changed
+
+def _strip_vault(message: Any) -> Any:
+    meta = getattr(message, "response_metadata", None)
+    if not meta or VAULT_KEY not in meta:
+        return message
+    return message.model_copy(update={"response_metadata": {k: v for k, v in meta.items() if k != VAULT_KEY}})
+
+
+def _vaults(messages: Sequence[Any]) -> dict[str, str]:
+    """Every ``{placeholder: sealed}`` found in ``messages`` (newest last wins)."""
+    found: dict[str, str] = {}
+    for m in messages:
+        meta = getattr(m, "response_metadata", None)
+        vault = meta.get(VAULT_KEY) if isinstance(meta, Mapping) else None
+        if isinstance(vault, Mapping):
+            found.update({str(k): str(v) for k, v in vault.items()})
+    return found
+
+
+def _replace_strings(value: Any, replace: Callable[[str], str]) -> Any:
+    if isinstance(value, str):
+        return replace(value)
+    if isinstance(value, dict):
+        return {k: _replace_strings(v, replace) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_replace_strings(v, replace) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_replace_strings(v, replace) for v in value)
+    return value
+
+
+def _substitution(mapping: Mapping[str, str]) -> Callable[[str], str]:
+    """``text -> text`` with every key of ``mapping`` replaced by its value (longest keys first, one pass)."""
+    if not mapping:
+        return lambda text: text
+    pattern = re.compile("|".join(re.escape(k) for k in sorted(mapping, key=len, reverse=True)))
+    return lambda text: pattern.sub(lambda m: mapping[m.group()], text) if text else text
+
+
+# -- revealing placeholders (authorised reviewers) -------------------------------------------------------------
+def reveal(value: _T, *, messages: Sequence[Any], key: KeySpec) -> _T:
+    """``value`` (a string, or a JSON-like structure such as a review request's tool-call arguments) with every
+    placeholder the ``messages`` hold a sealed value for replaced by the real value, opened with ``key``.
+
+    For an authorised reviewer UI only, outside the agent: ``messages`` is the thread's state
+    (``agent.get_state(config).values["messages"]``), ``key`` the deployment key (or keyring) the middleware was
+    built with. Placeholders without a sealed value, or sealed under a key not in ``key``, are left as they are.
+    """
+    keyring = Keyring.of(key)
+    sealed = _vaults(messages)
+    opened: dict[str, str] = {}
+    for name, token in sealed.items():
+        try:
+            opened[name] = keyring.open(token)
+        except VaultError:
+            continue
+    return cast(_T, _replace_strings(value, _substitution(opened)))
 
 
 # -- the middleware --------------------------------------------------------------------------------------------
-def _as_detector(pii_type: str, detector: DetectorSpec) -> Detector:
+def _unknown_type(pii_type: str, name: str) -> MiddlewareConfigError:
+    return MiddlewareConfigError(
+        f"Unknown PII type: {pii_type}. Must be one of {list(BUILTIN_DETECTORS)} or provide a custom detector. "
+        f"Fix: PIIMiddleware({pii_type!r}, detector=...) with a regex or a function (text) -> list[PIIMatch].",
+        middleware=name,
+        hook="pii_type",
+    )
+
+
+def _as_detector(pii_type: str, detector: DetectorSpec, name: str) -> Detector:
     if detector is None:
         try:
             return BUILTIN_DETECTORS[pii_type]
         except KeyError:
-            raise ValueError(
-                f"Unknown PII type {pii_type!r}: the built-in types are {', '.join(BUILTIN_DETECTORS)}. "
-                f"For another type pass detector= (a regex or a function (text) -> list[PIIMatch])."
-            ) from None
+            raise _unknown_type(pii_type, name) from None
     if isinstance(detector, str | re.Pattern):
-        pattern = re.compile(detector) if isinstance(detector, str) else detector
+        try:
+            pattern = re.compile(detector) if isinstance(detector, str) else detector
+        except re.error as exc:
+            raise MiddlewareConfigError(
+                f"{name}: detector is not a valid regular expression ({exc}). Fix the pattern or pass a function.",
+                middleware=name,
+                hook="detector",
+            ) from None
 
         def detect_regex(text: str) -> list[PIIMatch]:
             return [
@@ -329,29 +428,40 @@ def _as_detector(pii_type: str, detector: DetectorSpec) -> Detector:
             return found
 
         return detect_custom
-    raise TypeError(f"PIIMiddleware detector must be None, a regex or a callable; got {type(detector).__name__}")
+    raise MiddlewareConfigError(
+        f"{name}: detector must be None, a regex (str or compiled) or a callable (text) -> list[PIIMatch]; got "
+        f"{type(detector).__name__}.",
+        middleware=name,
+        hook="detector",
+    )
 
 
-class PIIMiddleware(AgentMiddleware[PIIState, Any]):
-    """Detect one type of PII and redact, mask, hash, block or replace it with placeholders.
+class PIIMiddleware(FrozenConfig, AgentMiddleware[AgentState[Any], Any]):
+    """Detect one type of PII and redact, mask, hash, block or replace it with placeholders, before it is committed.
 
     Args:
         pii_type: ``"email"``, ``"credit_card"``, ``"ip"``, ``"mac_address"``, ``"url"``, or your own name with a
             ``detector``.
         strategy: ``"redact"`` (``[REDACTED_EMAIL]``), ``"mask"`` (``user@****.com``, ``************1111``,
             ``*.*.*.100``), ``"hash"`` (``<email_hash:...>``, an HMAC-SHA256 keyed by ``salt``), ``"block"``
-            (raise :class:`PIIDetectionError`) or ``"placeholder"`` (``<EMAIL_1>``, restored in tool-call arguments).
+            (raise :class:`PIIDetectionError`; nothing holding the value is stored) or ``"placeholder"``
+            (``<EMAIL_3f9a1c2e>``, the real value given back to tools; needs ``key``).
         detector: None for the built-in detector of ``pii_type``, a regex (string or compiled), or a function
             ``(text) -> list[PIIMatch]`` (``value`` may be omitted; it is taken from the offsets).
-        apply_to_input: scan every human message (default True).
+        apply_to_input: scan human messages (default True).
         apply_to_output: scan the model's messages: text and tool-call arguments (default False).
         apply_to_tool_results: scan tool results (default False).
         salt: the ``hash`` key: a string/bytes, or ``lambda runtime: ...`` (per tenant, from ``runtime.context``).
             Default: a random key made when the middleware is created (stable for this process only).
+        key: ``strategy="placeholder"`` only, and required there: the deployment secret (``str``/``bytes`` of at
+            least 32 bytes), a list of them (rotation: the first seals, all open) or a :class:`Keyring`. It names
+            the placeholders and seals the real values; without it the mapping could only be stored in plain text,
+            so the constructor refuses.
+        memo_bytes: the memory the memo of texts known to be clean may use (digests only; default 4 MB; 0 disables).
         name: the middleware's name; default ``"PIIMiddleware[<pii_type>]"``.
-    """
 
-    state_schema = PIIState
+    Constructor errors are :class:`MiddlewareConfigError` (a ``ValueError``) naming the parameter.
+    """
 
     def __init__(
         self,
@@ -363,42 +473,86 @@ class PIIMiddleware(AgentMiddleware[PIIState, Any]):
         apply_to_output: bool = False,
         apply_to_tool_results: bool = False,
         salt: Salt = None,
+        key: KeySpec | None = None,
+        memo_bytes: int = 4_000_000,
         name: str | None = None,
     ) -> None:
+        name = name or f"PIIMiddleware[{pii_type}]"
+        if not isinstance(pii_type, str) or not pii_type:
+            raise MiddlewareConfigError(
+                f"PIIMiddleware pii_type must be a non-empty string; got {pii_type!r}.",
+                middleware=name,
+                hook="pii_type",
+            )
         if strategy not in _STRATEGIES:
             raise MiddlewareConfigError(
                 f"PIIMiddleware strategy must be one of {', '.join(map(repr, _STRATEGIES))}; got {strategy!r}.",
-                middleware=name or f"PIIMiddleware[{pii_type}]",
+                middleware=name,
                 hook="strategy",
+            )
+        if not isinstance(memo_bytes, int) or isinstance(memo_bytes, bool) or memo_bytes < 0:
+            raise MiddlewareConfigError(
+                f"{name}: memo_bytes must be an int >= 0 (bytes; 0 disables the memo); got {memo_bytes!r}.",
+                middleware=name,
+                hook="memo_bytes",
+            )
+        keyring: Keyring | None = None
+        if strategy == "placeholder":
+            if key is None:
+                raise MiddlewareConfigError(
+                    f"{name}: strategy='placeholder' needs key=: the real values behind the placeholders are kept "
+                    f"only encrypted with a key your deployment supplies (never in plain text). Fix: "
+                    f"PIIMiddleware({pii_type!r}, strategy='placeholder', key=os.environ['PII_KEY']) with a secret of "
+                    f"at least 32 bytes (secrets.token_urlsafe(32)); a list of keys rotates (the first is current).",
+                    middleware=name,
+                    hook="key",
+                )
+            try:
+                keyring = Keyring.of(key)
+            except (ValueError, TypeError) as exc:
+                raise MiddlewareConfigError(f"{name}: key is not usable: {exc}.", middleware=name, hook="key") from None
+        elif key is not None:
+            raise MiddlewareConfigError(
+                f"{name}: key= is only used by strategy='placeholder' (got strategy={strategy!r}); for 'hash' pass "
+                f"salt=.",
+                middleware=name,
+                hook="key",
             )
         self.pii_type = pii_type
         self.strategy: Strategy = strategy
-        self.detector = _as_detector(pii_type, detector)
-        # A memo of texts known to hold no PII, so the history already scrubbed is not re-scanned on every model
-        # call (a hash look-up instead of a regex pass). Only for pure detectors: the built-in ones and regexes; a
-        # custom function may depend on something that changes, so it is always called. Bounded; shared by every
-        # run, which is safe because it memoizes a pure function of the text (no per-run data).
-        self._clean: set[str] | None = set() if detector is None or not callable(detector) or isinstance(
-            detector, re.Pattern
-        ) else None
+        self.detector = _as_detector(pii_type, detector, name)
         self.apply_to_input = apply_to_input
         self.apply_to_output = apply_to_output
         self.apply_to_tool_results = apply_to_tool_results
         self.salt: Salt = salt if salt is not None else secrets.token_bytes(32)
-        self.name = name or f"PIIMiddleware[{pii_type}]"
+        self.memo_bytes = memo_bytes
+        self.name = name
+        self._keyring = keyring
+        # hash with a per-run salt: the graph input is guarded before the run exists (no runtime, no tenant); its
+        # values are sealed under a key that lives only in this process's memory and turned into the tenant's hash
+        # by before_agent, the run's first step.
+        self._pending: Keyring | None = (
+            Keyring([secrets.token_bytes(32)]) if strategy == "hash" and callable(salt) else None
+        )
+        # Texts known to hold no PII, so a text seen again (the same message guarded in its node and again by the
+        # reducer, or by several instances) costs a digest, not a regex pass. Only for pure detectors: the built-in
+        # ones and regexes; a custom function may depend on something that changes, so it is always called.
+        pure = detector is None or isinstance(detector, str | re.Pattern)
+        self._clean: _CleanMemo | None = _CleanMemo(memo_bytes) if pure and memo_bytes else None
 
     # -- helpers, public for unit tests and custom layers -------------------------------------------------------
     def detect(self, text: str) -> list[PIIMatch]:
         """The matches of this middleware's detector in ``text``, sorted, overlaps removed (the first one wins)."""
         clean = self._clean
-        if clean is not None and text in clean:
-            return []
+        digest = b""
+        if clean is not None:
+            digest = clean.digest(text)
+            if digest in clean:
+                return []
         found = self.detector(text)
         if not found:
             if clean is not None:
-                if len(clean) >= _CLEAN_MEMO_SIZE:
-                    clean.clear()
-                clean.add(text)
+                clean.add(digest)
             return []
         matches = sorted(found, key=lambda m: (m["start"], -m["end"]))
         kept: list[PIIMatch] = []
@@ -409,17 +563,23 @@ class PIIMiddleware(AgentMiddleware[PIIState, Any]):
                 end = m["end"]
         return kept
 
-    def salt_for(self, runtime: Any) -> bytes:
-        """The hash key for a run: ``salt``, or what ``salt(runtime)`` returns."""
-        salt = self.salt(runtime) if callable(self.salt) else self.salt
-        if salt is None:
-            raise MiddlewareConfigError(
-                f"{self.name}: salt(runtime) returned None; return a str or bytes (e.g. a per-tenant secret "
-                f"from runtime.context).",
-                middleware=self.name,
-                hook="salt",
-            )
-        return salt.encode() if isinstance(salt, str) else bytes(salt)
+    def salt_for(self, runtime: Any) -> bytes | None:
+        """The hash key for a run: ``salt``, or what ``salt(runtime)`` returns (None when the salt is a function and
+        there is no runtime: the graph input is guarded before the run starts)."""
+        if callable(self.salt):
+            if runtime is None:
+                return None
+            salt = self.salt(runtime)
+            if salt is None:
+                raise MiddlewareConfigError(
+                    f"{self.name}: salt(runtime) returned None; return a str or bytes (e.g. a per-tenant secret "
+                    f"from runtime.context).",
+                    middleware=self.name,
+                    hook="salt",
+                )
+        else:
+            salt = self.salt
+        return salt.encode() if isinstance(salt, str) else bytes(cast(bytes, salt))
 
     def where_of(self, message: BaseMessage) -> _Where | None:
         """Which setting covers ``message`` (None: not scanned)."""
@@ -430,10 +590,6 @@ class PIIMiddleware(AgentMiddleware[PIIState, Any]):
         if isinstance(message, AIMessage):
             return "output" if self.apply_to_output else None
         return None
-
-    def _scrub(self, runtime: Any, state: Any, hook: str) -> _Scrub:
-        placeholders = (state or {}).get(PLACEHOLDERS_KEY) or {} if isinstance(state, Mapping) else {}
-        return _Scrub(self, runtime, placeholders, hook)
 
     def _report(self, scrub: _Scrub, runtime: Any, where: str) -> None:
         if scrub.count:
@@ -448,123 +604,191 @@ class PIIMiddleware(AgentMiddleware[PIIState, Any]):
                 },
             )
 
-    def _state_update(self, scrub: _Scrub, messages: list[BaseMessage]) -> dict[str, Any] | None:
-        update: dict[str, Any] = {}
-        if messages:
-            update["messages"] = messages
-        if scrub.new_placeholders:
-            update[PLACEHOLDERS_KEY] = scrub.new_placeholders
-        return update or None
+    # -- the guard: before LangGraph commits anything ---------------------------------------------------------
+    def guard_messages(
+        self, messages: Sequence[AnyMessage], runtime: Runtime[Any] | None
+    ) -> Sequence[AnyMessage] | None:
+        """Rewrite the covered messages of a write before it is committed (same ids, so replacements replace)."""
+        scrub = _Scrub(self, runtime, "guard_messages")
+        out: list[AnyMessage] | None = None
+        for i, message in enumerate(messages):
+            new = scrub.message(message, i)
+            if new is not message:
+                if out is None:
+                    out = list(messages)
+                out[i] = cast(AnyMessage, new)
+        self._report(scrub, runtime, "guard")
+        return out
 
-    # -- node hooks ----------------------------------------------------------------------------------------------
-    def before_model(self, state: PIIState, runtime: Runtime[Any]) -> dict[str, Any] | None:
-        """Rewrite every covered message in state (same ids, so ``add_messages`` replaces them)."""
-        scrub = self._scrub(runtime, state, "before_model")
-        changed = [m for _, m in scrub.messages(state["messages"])]
-        self._report(scrub, runtime, "state")
-        return self._state_update(scrub, changed)
-
-    async def abefore_model(self, state: PIIState, runtime: Runtime[Any]) -> dict[str, Any] | None:
-        return self.before_model(state, runtime)
-
-    def after_model(self, state: PIIState, runtime: Runtime[Any]) -> dict[str, Any] | None:
-        """Rewrite the model's new message (text and tool-call arguments) when ``apply_to_output``."""
-        if not self.apply_to_output:
+    # -- the run's first step: tenant hashes for the input ----------------------------------------------------------
+    def before_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """``hash`` with ``salt=lambda runtime: ...``: replace the input's pending hashes by the tenant's hashes (the
+        input was guarded before the run existed). Values sealed by another process (a restart in between) are
+        redacted instead. A substring test per message: no detector pass."""
+        if self._pending is None:
             return None
-        messages = state["messages"]
-        i = len(messages) - 1
-        if i < 0 or not isinstance(messages[i], AIMessage):
-            return None
-        scrub = self._scrub(runtime, state, "after_model")
-        new = scrub.message(messages[i], i, "output")
-        self._report(scrub, runtime, "output")
-        return self._state_update(scrub, [new] if new is not messages[i] else [])
+        marker = f"<{self.pii_type}_hash:pending:"
+        pattern = re.compile(re.escape(marker) + r"([A-Za-z0-9_.-]+)>")
+        salt = self.salt_for(runtime)
+        keyring = self._pending
 
-    async def aafter_model(self, state: PIIState, runtime: Runtime[Any]) -> dict[str, Any] | None:
-        return self.after_model(state, runtime)
+        def settle(m: re.Match[str]) -> str:
+            try:
+                value = keyring.open(m.group(1))
+            except VaultError:
+                return f"[REDACTED_{self.pii_type.upper()}]"
+            digest = hmac.new(cast(bytes, salt), value.encode(), hashlib.sha256).hexdigest()[:16]
+            return f"<{self.pii_type}_hash:{digest}>"
 
-    # -- the model call: a backstop for messages that are not in state -------------------------------------------
-    def _request(self, request: ModelRequest[Any]) -> tuple[ModelRequest[Any], _Scrub]:
-        scrub = self._scrub(request.runtime, request.state, "wrap_model_call")
-        changed = scrub.messages(request.messages)
-        if not changed:
-            return request, scrub
+        def fix(value: Any) -> Any:
+            return _replace_strings(value, lambda t: pattern.sub(settle, t) if marker in t else t)
+
+        changed = []
+        for message in state.get("messages") or ():
+            if marker not in repr(message.content) and not (
+                isinstance(message, AIMessage) and marker in repr(message.tool_calls)
+            ):
+                continue
+            update: dict[str, Any] = {"content": fix(message.content)}
+            if isinstance(message, AIMessage) and message.tool_calls:
+                update["tool_calls"] = fix(message.tool_calls)
+            changed.append(message.model_copy(update=update))
+        return {"messages": changed} if changed else None
+
+    # -- the model call --------------------------------------------------------------------------------------------
+    def wrap_model_call(self, request: ModelRequest[Any]) -> ModelCallFlow:
+        """Scan the request's messages that are not the state's own, strip sealed values from the request, and (with
+        ``apply_to_output``) rewrite the model's response before any ``after_model`` hook sees it."""
+        state = request.state if isinstance(request.state, Mapping) else {}
+        own = {id(m) for m in state.get("messages") or ()}
+        scrub = _Scrub(self, request.runtime, "wrap_model_call")
+        sealed: dict[str, str] = {}
         messages = list(request.messages)
-        for i, new in changed:
-            messages[i] = cast(AnyMessage, new)
+        changed = False
+        for i, message in enumerate(messages):
+            new: Any = message
+            if id(message) not in own:  # the state's messages were guarded when they were written
+                new = scrub.message(message, i, "request" if self.where_of(message) else None)
+                sealed.update(scrub.sealed if new is not message else {})
+            new = _strip_vault(new)
+            if new is not message:
+                messages[i] = new
+                changed = True
         self._report(scrub, request.runtime, "request")
-        return request.override(messages=messages), scrub
+        response = yield (request.override(messages=messages) if changed else request)
+        return cast(
+            "ModelResponse[Any] | ExtendedModelResponse[Any]", self._response(response, sealed, request.runtime)
+        )
 
-    @staticmethod
-    def _respond(response: Any, scrub: _Scrub) -> Any:
-        if not scrub.new_placeholders:
+    def _response(self, response: Any, sealed: dict[str, str], runtime: Any) -> Any:
+        extended = response if isinstance(response, ExtendedModelResponse) else None
+        inner = extended.model_response if extended is not None else response
+        if isinstance(inner, AIMessage):
+            inner = ModelResponse(result=[inner])
+        if not isinstance(inner, ModelResponse):
             return response
-        if isinstance(response, AIMessage):
-            response = ModelResponse(result=[response])
-        # The chain hands outer layers a plain ModelResponse (inner commands are applied separately), so the new
-        # placeholders reach state with the model's message, in the same step.
-        return ExtendedModelResponse(response, Command(update={PLACEHOLDERS_KEY: scrub.new_placeholders}))
-
-    def wrap_model_call(self, request: ModelRequest[Any], handler: ModelHandler) -> Any:
-        """Scrub this call's messages (a no-op when ``before_model`` already rewrote state)."""
-        request, scrub = self._request(request)
-        return self._respond(handler(request), scrub)
-
-    async def awrap_model_call(self, request: ModelRequest[Any], handler: AsyncModelHandler) -> Any:
-        request, scrub = self._request(request)
-        return self._respond(await handler(request), scrub)
+        result = list(inner.result)
+        scrub = _Scrub(self, runtime, "wrap_model_call")
+        changed = False
+        sealed = dict(sealed)
+        if self.apply_to_output:
+            for i, message in enumerate(result):
+                if isinstance(message, AIMessage):
+                    new = scrub.message(message, None, "output")
+                    if new is not message:
+                        result[i], changed = new, True
+        command = extended.command if extended is not None else None
+        if self.apply_to_output and command is not None and isinstance(command.update, dict):
+            # What inner wrappers send to state in the same step (e.g. a review's pending tool calls) is output too.
+            scrub.sealed = {}
+            update = {
+                k: [scrub.message(m, None, "output") if isinstance(m, AIMessage) else m for m in v]
+                if k == "messages" and isinstance(v, list)
+                else scrub.value(v, "output", None)
+                for k, v in command.update.items()
+            }
+            if any(update[k] is not command.update[k] for k in update):
+                command = Command(graph=command.graph, update=update, resume=command.resume, goto=command.goto)
+                sealed.update(scrub.sealed)
+                changed = True
+        if sealed:  # values not sealed in the answer itself: their sealed form goes to state with the answer
+            for i in range(len(result) - 1, -1, -1):
+                if isinstance(result[i], AIMessage):
+                    meta = dict(result[i].response_metadata)
+                    meta[VAULT_KEY] = {**sealed, **(meta.get(VAULT_KEY) or {})}
+                    result[i] = result[i].model_copy(update={"response_metadata": meta})
+                    changed = True
+                    break
+        self._report(scrub, runtime, "output")
+        if not changed:
+            return response
+        new_inner = ModelResponse(result=result, structured_response=inner.structured_response)
+        return ExtendedModelResponse(new_inner, command) if extended is not None else new_inner
 
     # -- tools ---------------------------------------------------------------------------------------------------
-    def before_tool(self, request: ToolCallRequest) -> ToolCallRequest | None:
-        """``placeholder``: put the real values back into the tool-call arguments before the tool runs."""
+    def wrap_tool_call(self, request: ToolCallRequest) -> ToolCallFlow:
+        """``placeholder``: give the tool the real values, and turn the ones it echoes back into placeholders."""
         if self.strategy != "placeholder":
-            return None
-        state = request.state if isinstance(request.state, Mapping) else {}
-        mapping: Mapping[str, str] = state.get(PLACEHOLDERS_KEY) or {}
-        prefix = f"<{self.pii_type.upper()}_"
-        mapping = {k: v for k, v in mapping.items() if k.startswith(prefix)}
-        if not mapping:
-            return None
-        pattern = re.compile("|".join(re.escape(k) for k in sorted(mapping, key=len, reverse=True)))
-
-        def restore(value: Any) -> Any:
-            if isinstance(value, str):
-                return pattern.sub(lambda m: mapping[m.group()], value) if prefix in value else value
-            if isinstance(value, dict):
-                return {k: restore(v) for k, v in value.items()}
-            if isinstance(value, list):
-                return [restore(v) for v in value]
-            return value
-
+            return (yield request)
         call = request.tool_call
-        args = restore(call["args"])
-        if args == call["args"]:
-            return None
-        return request.override(tool_call={**call, "args": args})
+        prefix = f"<{self.pii_type.upper()}_"
+        names = {m.group() for m in _PLACEHOLDER.finditer(repr(call["args"])) if m.group().startswith(prefix)}
+        if not names:
+            return (yield request)
+        state = request.state if isinstance(request.state, Mapping) else {}
+        sealed = _vaults(state.get("messages") or ())
+        keyring = cast(Keyring, self._keyring)
+        real: dict[str, str] = {}
+        for name in names:
+            token = sealed.get(name)
+            if token is None:
+                continue
+            try:
+                real[name] = keyring.open(token)
+            except VaultError:
+                continue
+        if not real:
+            return (yield request)
+        args = _replace_strings(call["args"], _substitution(real))
+        back = _substitution({v: k for k, v in real.items()})
+        try:
+            result = yield request.override(tool_call={**call, "args": args})
+        except Exception as exc:
+            _scrub_exception(exc, back)
+            raise
+        return cast("ToolMessage | Command[Any]", _placeholders_back(result, back))
 
-    async def abefore_tool(self, request: ToolCallRequest) -> ToolCallRequest | None:
-        return self.before_tool(request)
 
-    def after_tool(self, request: ToolCallRequest, result: ToolResult) -> ToolResult | None:
-        """Scrub the tool's result before it reaches state (``apply_to_tool_results``; not for ``placeholder``)."""
-        if not self.apply_to_tool_results or self.strategy == "placeholder":
-            return None
-        scrub = self._scrub(request.runtime, request.state, "after_tool")
-        if isinstance(result, ToolMessage):
-            new = scrub.message(result, None, "tool_result")
-            self._report(scrub, request.runtime, "tool_result")
-            return new if new is not result else None  # type: ignore[return-value]
-        update = result.update
-        if isinstance(update, dict) and isinstance(update.get("messages"), list):
-            messages = [
-                scrub.message(m, None, "tool_result") if isinstance(m, ToolMessage) else m for m in update["messages"]
-            ]
-            if scrub.count:
-                self._report(scrub, request.runtime, "tool_result")
-                return Command(
-                    graph=result.graph, update={**update, "messages": messages}, resume=result.resume, goto=result.goto
-                )
-        return None
+def _placeholders_back(result: Any, back: Callable[[str], str]) -> Any:
+    """The tool's result with the real values it echoes replaced by their placeholders."""
+    if isinstance(result, ToolMessage):
+        update: dict[str, Any] = {}
+        content = _replace_strings(result.content, back)
+        if content != result.content:
+            update["content"] = content
+        if result.artifact is not None:
+            artifact = _replace_strings(result.artifact, back)
+            if artifact != result.artifact:
+                update["artifact"] = artifact
+        return result.model_copy(update=update) if update else result
+    if isinstance(result, Command) and isinstance(result.update, dict):
+        update_dict = dict(result.update)
+        messages = update_dict.get("messages")
+        if isinstance(messages, list):
+            update_dict["messages"] = [_placeholders_back(m, back) for m in messages]
+        return Command(graph=result.graph, update=update_dict, resume=result.resume, goto=result.goto)
+    return result
 
-    async def aafter_tool(self, request: ToolCallRequest, result: ToolResult) -> ToolResult | None:
-        return self.after_tool(request, result)
+
+def _scrub_exception(exc: BaseException, back: Callable[[str], str]) -> None:
+    """Replace the real values in an exception raised by the tool (args and notes, along its cause chain)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        with contextlib.suppress(AttributeError, TypeError):  # exotic exceptions with read-only args
+            current.args = tuple(back(a) if isinstance(a, str) else a for a in current.args)
+        notes = getattr(current, "__notes__", None)
+        if isinstance(notes, list):
+            notes[:] = [back(n) if isinstance(n, str) else n for n in notes]
+        current = current.__cause__ or current.__context__

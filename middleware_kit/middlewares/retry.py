@@ -1,9 +1,10 @@
-"""``ModelRetryMiddleware`` and ``ToolRetryMiddleware``: retries with exponential backoff, built on tenacity.
+"""``ModelRetryMiddleware`` and ``ToolRetryMiddleware``: retries with exponential backoff and jitter.
 
-Each retried call gets a ``tenacity.Retrying`` (``AsyncRetrying`` under ``ainvoke``) whose stop, wait, retry and
-before-sleep callbacks all come from one per-call :class:`_Call`: the policy (backoff, jitter, ``Retry-After``, the
-``max_elapsed`` deadline, the per-run budget) is written once and the sync and async paths differ only in how they
-sleep and call the handler.
+Each wrap hook is a single flow (:mod:`middleware_kit.flow`): ``response = yield request`` calls the next handler and
+``yield Sleep(delay)`` waits (``time.sleep`` under ``invoke``, ``asyncio.sleep`` under ``ainvoke``, so tests patch
+``middleware_kit.flow.sleep``/``asleep``, or pass ``sleep=``). The policy (LangChain's :func:`calculate_delay`,
+``Retry-After``, the ``max_elapsed`` deadline, the per-run budget) lives in one per-call :class:`_Call`: no body is
+written twice.
 
 Beyond LangChain v1:
 
@@ -24,13 +25,13 @@ turned into a message.
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import math
 import random
+import sys
 import time
 import warnings
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -43,21 +44,13 @@ from langchain_core.tools import BaseTool
 from langgraph.errors import GraphBubbleUp
 from langgraph.runtime import Runtime
 from langgraph.types import Command
-from tenacity import (
-    AsyncRetrying,
-    RetryCallState,
-    Retrying,
-    retry_if_exception,
-    stop_after_attempt,
-    wait_exponential,
-    wait_fixed,
-)
-from tenacity.stop import stop_base
-from tenacity.wait import wait_base
 
+from middleware_kit.bridge import run_coroutine_sync
 from middleware_kit.errors import HookReturnError, MiddlewareConfigError, MiddlewareError
-from middleware_kit.hooks import AsyncModelHandler, AsyncToolHandler, ModelHandler, ToolHandler, ToolResult
+from middleware_kit.flow import ModelCallFlow, Sleep, ToolCallFlow
+from middleware_kit.hooks import ToolResult
 from middleware_kit.middleware import AgentMiddleware
+from middleware_kit.middlewares._frozen import FrozenConfig
 from middleware_kit.middlewares._stream import emit
 from middleware_kit.types import (
     AgentState,
@@ -70,19 +63,18 @@ from middleware_kit.types import (
 
 __all__ = [
     "ModelRetryMiddleware",
+    "OnFailure",
     "RetryAttempt",
+    "RetryOn",
     "RetryState",
     "ToolRetryMiddleware",
+    "calculate_delay",
     "current_attempt",
     "current_retry",
     "is_retryable",
     "retry_after_seconds",
 ]
 
-sleep: Callable[[float], None] = time.sleep
-"""How the sync path waits between attempts. Looked up at call time, so tests may patch it (or pass ``sleep=``)."""
-asleep: Callable[[float], Awaitable[None]] = asyncio.sleep
-"""How the async path waits between attempts (looked up at call time, like :data:`sleep`)."""
 
 OnFailure: TypeAlias = "Literal['continue', 'error'] | Callable[[Exception], str]"
 """What to do when retrying gives up: ``"continue"`` (a message says what failed), ``"error"`` (re-raise), or a
@@ -239,42 +231,29 @@ class _Failure:
     ``max_delay``)."""
 
 
-class _wait_jitter(wait_base):
-    """The inner wait, randomly moved by up to ±25% (so clients that failed together do not retry together), kept
-    within ``[0, cap]``."""
+def calculate_delay(
+    retry_number: int,
+    *,
+    backoff_factor: float,
+    initial_delay: float,
+    max_delay: float,
+    jitter: bool,
+) -> float:
+    """The delay before retry ``retry_number`` (0-based), LangChain's formula: ``initial_delay * backoff_factor **
+    retry_number`` (``backoff_factor == 0``: always ``initial_delay``), capped at ``max_delay``; with ``jitter``,
+    moved randomly by up to ±25% (so clients that failed together do not retry together).
 
-    def __init__(self, inner: wait_base, cap: float) -> None:
-        self.inner = inner
-        self.cap = cap
-
-    def __call__(self, retry_state: RetryCallState) -> float:
-        delay = float(self.inner(retry_state))
-        if delay <= 0:
-            return 0.0
-        return min(self.cap, max(0.0, delay * (1 + random.uniform(-_JITTER, _JITTER))))
-
-
-class _PolicyStop(stop_base):
-    def __init__(self, call: _Call) -> None:
-        self.call = call
-
-    def __call__(self, retry_state: RetryCallState) -> bool:
-        return self.call.delay_for(retry_state) is None
-
-
-class _PolicyWait(wait_base):
-    def __init__(self, call: _Call) -> None:
-        self.call = call
-
-    def __call__(self, retry_state: RetryCallState) -> float:
-        return self.call.delay_for(retry_state) or 0.0
+    Unlike LangChain, a jittered delay stays within ``[0, max_delay]``: ``max_delay`` is a promise.
+    """
+    delay = initial_delay if backoff_factor == 0 else initial_delay * backoff_factor**retry_number
+    delay = min(delay, max_delay)
+    if jitter and delay > 0:
+        delay = min(max_delay, max(0.0, delay * (1 + random.uniform(-_JITTER, _JITTER))))
+    return float(delay)
 
 
 class _Call:
-    """The bookkeeping of one retried call, made per call so the middleware itself holds configuration only.
-
-    Feeds tenacity its stop, wait, retry and before-sleep callbacks; the sync and async paths share it.
-    """
+    """The bookkeeping of one retried call, made per call so the middleware itself holds configuration only."""
 
     def __init__(self, mw: _RetryMiddleware, runtime: Any, state: Any, tool: str | None) -> None:
         self.mw = mw
@@ -283,17 +262,10 @@ class _Call:
         self.budget_left = mw._budget_left(runtime, state)
         self.attempts = 0
         self.last_error: BaseException | None = None
-        self.reason: str | None = None
-        self._delays: dict[int, float | None] = {}
-
-    def tenacity_args(self) -> dict[str, Any]:
-        return {
-            "retry": retry_if_exception(self.should_retry),
-            "stop": stop_after_attempt(self.mw.max_retries + 1) | _PolicyStop(self),
-            "wait": _PolicyWait(self),
-            "before_sleep": self.before_sleep,
-            "retry_error_callback": self.gave_up,
-        }
+        self.reason = "max_retries"
+        self.started = time.monotonic()
+        self.slept = 0.0
+        """Seconds waited so far (counted even when the wait is faked in tests, so deadlines behave the same)."""
 
     def begin_attempt(self) -> RetryAttempt:
         self.attempts += 1
@@ -304,25 +276,24 @@ class _Call:
             return False
         return self.mw._retry_on(exc)
 
-    def delay_for(self, retry_state: RetryCallState) -> float | None:
-        """The wait before the next attempt, or None to stop (decided once per attempt: stop and wait agree)."""
-        n = retry_state.attempt_number
-        if n not in self._delays:
-            self._delays[n] = self._decide(retry_state)
-        return self._delays[n]
-
-    def _decide(self, retry_state: RetryCallState) -> float | None:
+    def delay_after(self, error: Exception) -> float | None:
+        """The wait before the next attempt, after attempt ``self.attempts`` failed with ``error``; None to stop
+        (``self.reason`` then says why)."""
         mw = self.mw
-        n = retry_state.attempt_number
+        n = self.attempts
         if n > mw.max_retries:
             self.reason = "max_retries"
             return None
         if self.budget_left is not None and n > self.budget_left:
             self.reason = "budget"
             return None
-        delay = float(mw._wait(retry_state))
-        outcome = retry_state.outcome
-        error = outcome.exception() if outcome is not None else None
+        delay = calculate_delay(
+            n - 1,
+            backoff_factor=mw.backoff_factor,
+            initial_delay=mw.initial_delay,
+            max_delay=mw.max_delay,
+            jitter=mw.jitter,
+        )
         hinted = retry_after_seconds(error) if mw.respect_retry_after else None
         if hinted is not None:
             if hinted > mw.max_delay:
@@ -330,33 +301,28 @@ class _Call:
                 return None
             delay = max(delay, hinted)
         if mw.max_elapsed is not None:
-            # Time slept counts even when sleep is faked (tests), so the deadline behaves the same there.
-            elapsed = max(retry_state.seconds_since_start or 0.0, retry_state.idle_for)
+            elapsed = max(time.monotonic() - self.started, self.slept)
             if elapsed + delay > mw.max_elapsed:
                 self.reason = "max_elapsed"
                 return None
         return delay
 
-
-    def before_sleep(self, retry_state: RetryCallState) -> None:
-        outcome = retry_state.outcome
-        self.last_error = outcome.exception() if outcome is not None else None
+    def retrying(self, error: Exception, delay: float) -> None:
+        self.last_error = error
+        self.slept += delay
         event: dict[str, Any] = {
             "event": "retry",
             "middleware": self.mw.name,
-            "attempt": retry_state.attempt_number,
-            "delay": self.delay_for(retry_state) or 0.0,
-            "error": type(self.last_error).__name__,
+            "attempt": self.attempts,
+            "delay": delay,
+            "error": type(error).__name__,
         }
         if self.tool is not None:
             event["tool"] = self.tool
         emit(self.runtime, event)
 
-    def gave_up(self, retry_state: RetryCallState) -> _Failure:
-        outcome = retry_state.outcome
-        error = outcome.exception() if outcome is not None else None
-        assert isinstance(error, Exception)  # only retryable errors reach here
-        failure = _Failure(error, retry_state.attempt_number, self.reason or "max_retries")
+    def gave_up(self, error: Exception) -> _Failure:
+        failure = _Failure(error, self.attempts, self.reason)
         event: dict[str, Any] = {
             "event": "retry_gave_up",
             "middleware": self.mw.name,
@@ -369,27 +335,41 @@ class _Call:
         emit(self.runtime, event)
         return failure
 
-    def run_sync(self, handler: Callable[[Any], Any], request: Any, nap: Callable[[float], Any]) -> Any:
-        def attempt(req: Any) -> Any:
+    def attempts_flow(self, request: Any) -> Generator[Any, Any, Any]:
+        """The attempts, as a flow: ``yield request`` calls the next handler, ``yield Sleep(d)`` waits. Returns the
+        result, or a :class:`_Failure` when retrying gave up; errors not retried propagate unchanged."""
+        while True:
             token = _CURRENT.set(self.begin_attempt())
             try:
-                return handler(req)
+                return (yield request)
+            except Exception as exc:
+                if not self.should_retry(exc):
+                    raise
+                error = exc
             finally:
                 _CURRENT.reset(token)
+            delay = self.delay_after(error)
+            if delay is None:
+                return self.gave_up(error)
+            self.retrying(error, delay)
+            if self.mw._sleep is not None:
+                waited = self.mw._sleep(delay)
+                if inspect.isawaitable(waited):
+                    run_coroutine_sync(_awaited(waited))
+            else:
+                yield Sleep(delay)
 
-        return Retrying(sleep=nap, **self.tenacity_args())(attempt, request)
 
-    async def run_async(
-        self, handler: Callable[[Any], Awaitable[Any]], request: Any, nap: Callable[[float], Awaitable[Any]]
-    ) -> Any:
-        async def attempt(req: Any) -> Any:
-            token = _CURRENT.set(self.begin_attempt())
-            try:
-                return await handler(req)
-            finally:
-                _CURRENT.reset(token)
+async def _awaited(value: Awaitable[Any]) -> Any:
+    return await value
 
-        return await AsyncRetrying(sleep=nap, **self.tenacity_args())(attempt, request)
+
+def _caller_stacklevel() -> int:
+    """The ``stacklevel`` that points a warning at the first frame outside middleware_kit (the user's call)."""
+    level, frame = 1, sys._getframe(1)
+    while frame is not None and frame.f_globals.get("__name__", "").startswith("middleware_kit."):
+        level, frame = level + 1, frame.f_back  # type: ignore[assignment]
+    return level
 
 
 def _attempts(n: int) -> str:
@@ -404,7 +384,7 @@ def _is_seconds(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
 
 
-class _RetryMiddleware(AgentMiddleware):
+class _RetryMiddleware(FrozenConfig, AgentMiddleware):
     """What the model and the tool variants share: parameters, validation, the budget, sleeping."""
 
     def __init__(
@@ -423,15 +403,22 @@ class _RetryMiddleware(AgentMiddleware):
         sleep: Callable[[float], object] | None = None,
     ) -> None:
         cls = type(self).__name__
+        # LangChain's order and sentences first, then which class and how to fix it.
         if not _is_count(max_retries):
-            raise self._config_error("max_retries", f"max_retries must be an int >= 0, got {max_retries!r}.")
+            raise self._config_error(
+                "max_retries", f"max_retries must be >= 0. {cls}: got {max_retries!r}; pass an int (0: no retry)."
+            )
         for param, number in (
-            ("backoff_factor", backoff_factor),
             ("initial_delay", initial_delay),
             ("max_delay", max_delay),
+            ("backoff_factor", backoff_factor),
         ):
             if not _is_seconds(number):
-                raise self._config_error(param, f"{param} must be a number >= 0, got {number!r}.")
+                raise self._config_error(
+                    param, f"{param} must be >= 0. {cls}: got {number!r}; pass a finite number of seconds >= 0."
+                    if param != "backoff_factor"
+                    else f"{param} must be >= 0. {cls}: got {number!r}; pass a finite number >= 0 (0: constant delay)."
+                )
         if max_elapsed is not None and not (_is_seconds(max_elapsed) and max_elapsed > 0):
             raise self._config_error(
                 "max_elapsed", f"max_elapsed must be a number of seconds > 0 (or None), got {max_elapsed!r}."
@@ -453,12 +440,6 @@ class _RetryMiddleware(AgentMiddleware):
         self.budget = budget
         self.respect_retry_after = respect_retry_after
         self._sleep = sleep
-        base: wait_base = (
-            wait_fixed(min(self.initial_delay, self.max_delay))
-            if self.backoff_factor == 0
-            else wait_exponential(multiplier=self.initial_delay, exp_base=self.backoff_factor, max=self.max_delay)
-        )
-        self._wait: wait_base = _wait_jitter(base, self.max_delay) if jitter else base
         if budget is not None:
             # Only a budgeted instance has state and a before_agent hook (which resets the spend for each run);
             # the others add no node to the graph. The engine reads hooks set on the instance.
@@ -467,7 +448,10 @@ class _RetryMiddleware(AgentMiddleware):
             self.abefore_agent = self._areset_budget  # type: ignore[method-assign]
 
     def _config_error(self, param: str, detail: str) -> MiddlewareConfigError:
-        return MiddlewareConfigError(f"{type(self).__name__}: {detail}", middleware=type(self).__name__, hook=param)
+        """A constructor error; ``detail`` names the class itself when it starts with LangChain's sentence."""
+        cls = type(self).__name__
+        text = detail if cls in detail else f"{cls}: {detail}"
+        return MiddlewareConfigError(text, middleware=cls, hook=param)
 
     def _retry_predicate(self, retry_on: RetryOn) -> Callable[[Exception], bool]:
         if isinstance(retry_on, type) and issubclass(retry_on, BaseException):
@@ -491,9 +475,10 @@ class _RetryMiddleware(AgentMiddleware):
         legacy = {"raise": "error", "return_message": "continue"}
         if on_failure in legacy:
             warnings.warn(
-                f"{cls}(on_failure={on_failure!r}) is deprecated; use on_failure={legacy[on_failure]!r}.",
+                f"on_failure={on_failure!r} is deprecated and will be removed in a future version. Use "
+                f"on_failure={legacy[on_failure]!r} instead. ({cls})",
                 DeprecationWarning,
-                stacklevel=3,
+                stacklevel=_caller_stacklevel(),
             )
             return legacy[on_failure]  # type: ignore[return-value]
         if on_failure in ("continue", "error") or (callable(on_failure) and not isinstance(on_failure, str)):
@@ -548,25 +533,9 @@ class _RetryMiddleware(AgentMiddleware):
             )
         return text
 
-    # -- sleeping ------------------------------------------------------------------------------------------------
-    def _sync_sleep(self) -> Callable[[float], Any]:
-        return self._sleep if self._sleep is not None else sleep
-
-    def _async_sleep(self) -> Callable[[float], Awaitable[Any]]:
-        custom = self._sleep
-        if custom is None:
-            return asleep
-
-        async def nap(seconds: float) -> None:
-            result = custom(seconds)
-            if inspect.isawaitable(result):
-                await result
-
-        return nap
-
 
 class ModelRetryMiddleware(_RetryMiddleware):
-    """Retry failed model calls with exponential backoff (tenacity), then give up as ``on_failure`` says.
+    """Retry failed model calls with exponential backoff, then give up as ``on_failure`` says.
 
     Args:
         max_retries: Retries after the first attempt (``0``: no retry). Default 2, so 3 attempts.
@@ -585,22 +554,18 @@ class ModelRetryMiddleware(_RetryMiddleware):
         budget: Retries allowed per run, across every model call of the run: an int, or a function of the runtime
             (``lambda runtime: runtime.context.retry_budget``) returning an int or None (no cap). Spent in state.
         respect_retry_after: Wait at least what the provider's ``Retry-After`` header asks. Default True.
-        sleep: Replaces the wait between attempts (tests: ``sleep=delays.append``). May return an awaitable.
+        sleep: Replaces the wait between attempts (tests: ``sleep=delays.append``). Called in place of
+            ``yield Sleep(delay)``; an awaitable it returns is driven to completion (blocking). Default None: the
+            flow's sleep (``middleware_kit.flow.sleep``/``asleep``, looked up at each wait).
 
     Negative or non-numeric values raise ``MiddlewareConfigError`` (a ``ValueError``) naming the parameter.
     """
 
-    def wrap_model_call(
-        self, request: ModelRequest[Any], handler: ModelHandler
-    ) -> ModelResponse[Any] | ExtendedModelResponse[Any]:
+    def wrap_model_call(self, request: ModelRequest[Any]) -> ModelCallFlow:
+        """Retry the model call (a flow: one body for invoke and ainvoke; waits are ``yield Sleep(delay)``)."""
         call = _Call(self, request.runtime, request.state, None)
-        return self._finish(call, call.run_sync(handler, request, self._sync_sleep()))
-
-    async def awrap_model_call(
-        self, request: ModelRequest[Any], handler: AsyncModelHandler
-    ) -> ModelResponse[Any] | ExtendedModelResponse[Any]:
-        call = _Call(self, request.runtime, request.state, None)
-        return self._finish(call, await call.run_async(handler, request, self._async_sleep()))
+        result = yield from call.attempts_flow(request)
+        return self._finish(call, result)
 
     def _finish(self, call: _Call, result: Any) -> ModelResponse[Any] | ExtendedModelResponse[Any]:
         if isinstance(result, _Failure):
@@ -616,7 +581,7 @@ class ModelRetryMiddleware(_RetryMiddleware):
 
 
 class ToolRetryMiddleware(_RetryMiddleware):
-    """Retry failed tool calls with exponential backoff (tenacity), then give up as ``on_failure`` says.
+    """Retry failed tool calls with exponential backoff, then give up as ``on_failure`` says.
 
     Takes the parameters of :class:`ModelRetryMiddleware`, plus ``tools``: the tools to retry (names or
     ``BaseTool``s; default None: every tool); calls to other tools pass through untouched. With ``"continue"``
@@ -670,17 +635,13 @@ class ToolRetryMiddleware(_RetryMiddleware):
     def _applies(self, request: ToolCallRequest) -> bool:
         return self.tools_to_retry is None or request.tool_call["name"] in self.tools_to_retry
 
-    def wrap_tool_call(self, request: ToolCallRequest, handler: ToolHandler) -> ToolResult:
+    def wrap_tool_call(self, request: ToolCallRequest) -> ToolCallFlow:
+        """Retry the tool call (a flow: one body for invoke and ainvoke; waits are ``yield Sleep(delay)``)."""
         if not self._applies(request):
-            return handler(request)
+            return (yield request)
         call = _Call(self, request.runtime, request.state, request.tool_call["name"])
-        return self._finish(call, request, call.run_sync(handler, request, self._sync_sleep()))
-
-    async def awrap_tool_call(self, request: ToolCallRequest, handler: AsyncToolHandler) -> ToolResult:
-        if not self._applies(request):
-            return await handler(request)
-        call = _Call(self, request.runtime, request.state, request.tool_call["name"])
-        return self._finish(call, request, await call.run_async(handler, request, self._async_sleep()))
+        result = yield from call.attempts_flow(request)
+        return self._finish(call, request, result)
 
     def _finish(self, call: _Call, request: ToolCallRequest, result: Any) -> ToolResult:
         name = request.tool_call["name"]

@@ -13,14 +13,21 @@ of the runtime, ``on_failure="skip"``, progress events on the custom stream, and
 ``nostream`` so its tokens stay out of ``stream_mode="messages"``.
 
 Module globals looked up at call time, for tests to patch: :data:`count_tokens_approximately` (used by
-``token_counter="approximate"``) and :func:`resolve_model` (turns ``model`` into a chat model).
+``token_counter="approximate"``), :data:`init_chat_model` (resolves a model string such as ``"openai:gpt-4o-mini"``;
+by default :func:`middleware_kit.models.resolve_model`) and :func:`resolve_model` (turns ``model`` into a chat model,
+through ``init_chat_model`` for a string).
+
+LangChain 1.5's deprecated ``max_tokens_before_summary=`` and ``messages_to_keep=`` are accepted with its
+``DeprecationWarning`` and mean ``trigger=("tokens", n)`` and ``keep=("messages", n)``.
 """
 
 from __future__ import annotations
 
 import inspect
 import math
+import sys
 import uuid
+import warnings
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
@@ -43,9 +50,12 @@ from langgraph.errors import GraphBubbleUp
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.types import Command
 
+from middleware_kit import models
 from middleware_kit.bridge import run_coroutine_sync
+from middleware_kit.errors import MiddlewareConfigError
 from middleware_kit.hooks import AsyncModelHandler, ModelHandler
 from middleware_kit.middleware import AgentMiddleware
+from middleware_kit.middlewares._frozen import FrozenConfig
 from middleware_kit.middlewares._stream import emit
 from middleware_kit.middlewares._tokens import TiktokenCounter, encoding_for_model
 from middleware_kit.types import ExtendedModelResponse, ModelRequest, ModelResponse
@@ -60,12 +70,16 @@ __all__ = [
     "SummarizationMiddleware",
     "TriggerClause",
     "count_tokens_approximately",
+    "init_chat_model",
     "is_summary",
     "resolve_model",
 ]
 
 count_tokens_approximately: Callable[..., int] = _approximate
 """LangChain's estimate, used by ``token_counter="approximate"``. Looked up at call time, so tests may patch it."""
+init_chat_model: Callable[..., BaseChatModel] = models.resolve_model
+"""Resolves a model string (``"openai:gpt-4o-mini"``) through its provider package. Looked up at call time, so tests
+may patch it (``monkeypatch.setattr(summarization, "init_chat_model", lambda spec: fake)``)."""
 
 ContextSize: TypeAlias = "tuple[Literal['tokens', 'messages', 'fraction'], int | float]"
 """``("tokens", n)``, ``("messages", n)`` or ``("fraction", f)`` (of the model's ``profile["max_input_tokens"]``)."""
@@ -84,42 +98,52 @@ SUMMARIZER_TAG = "middleware_kit:summarizer"
 _SUMMARY_MARK = "middleware_kit_summary"
 
 DEFAULT_SUMMARY_PROMPT = """<role>
-Context extraction assistant
+Context Extraction Assistant
 </role>
 
 <primary_objective>
-Extract the most relevant context from the conversation below, so that the conversation can continue without it.
+Your sole objective in this task is to extract the highest quality/most relevant context from the conversation history below.
 </primary_objective>
 
+<objective_information>
+You're nearing the total number of input tokens you can accept, so you must extract the highest quality/most relevant pieces of information from your conversation history.
+This context will then overwrite the conversation history presented below. Because of this, ensure the context you extract is only the most important information to your overall goal.
+</objective_information>
+
 <instructions>
-Keep what the assistant needs to carry on: the user's goals and constraints, decisions taken, facts learned, tool
-results that still matter, and open questions. Fold the previous summary (if any) into your summary. Respond with
-the summary only.
+The conversation history below will be replaced with the context you extract in this step. Because of this, you must do your very best to extract and record all of the most important context from the conversation history.
+You want to ensure that you don't repeat any actions you've already completed, so the context you extract from the conversation history should be focused on the most important information to your overall goal.
 </instructions>
 
-<previous_summary>
-{previous_summary}
-</previous_summary>
+The user will message you with the full message history you'll be extracting context from, to then replace. Carefully read over it all, and think deeply about what information is most important to your overall goal that should be saved:
+
+With all of this in mind, please carefully read over the entire conversation history, and extract the most important and relevant context to replace it so that you can free up space in the conversation history.
+Respond ONLY with the extracted context. Do not include any additional information, or text before or after the extracted context.
 
 <messages>
+Messages to summarize:
 {messages}
-</messages>"""
+</messages>"""  # noqa: E501
+"""LangChain's summary prompt (the model reads the same text). ``{messages}`` receives the transcript of the older
+messages; on a rolling summary it starts with the previous summary (see ``summary_prompt``)."""
 
 _KINDS = ("tokens", "messages", "fraction")
 Summarizer: TypeAlias = "Callable[[list[AnyMessage]], str | Awaitable[str]] | Runnable[Any, Any]"
 
 
 def resolve_model(model: Any) -> BaseChatModel:
-    """Turns the ``model`` argument into a chat model. Looked up at call time; patch it to resolve model strings.
-
-    Without the ``langchain`` package there is no ``init_chat_model``: pass a chat model instance.
-    """
+    """Turns the ``model`` argument into a chat model: an instance as it is, a string (``"openai:gpt-4o-mini"``)
+    through :data:`init_chat_model`. Looked up at call time; tests may patch it."""
     if isinstance(model, BaseChatModel):
         return model
-    raise TypeError(
-        f"SummarizationMiddleware(model=...) needs a chat model instance, got {model!r}. Pass e.g. "
-        f"ChatOpenAI(model='gpt-4o-mini'), or patch middleware_kit.middlewares.summarization.resolve_model to "
-        f"resolve model names."
+    if isinstance(model, str):
+        return init_chat_model(model)
+    raise MiddlewareConfigError(
+        f"SummarizationMiddleware: model must be a chat model instance or a model string such as "
+        f"'openai:gpt-4o-mini', got {type(model).__name__} ({model!r:.60}). Pass e.g. "
+        f"ChatOpenAI(model='gpt-4o-mini').",
+        middleware="SummarizationMiddleware",
+        hook="model",
     )
 
 
@@ -129,22 +153,35 @@ def is_summary(message: BaseMessage) -> bool:
 
 
 # -- trigger / keep validation ---------------------------------------------------------------------------------
+def _config_error(param: str, message: str) -> MiddlewareConfigError:
+    """A constructor error: LangChain's sentence first, then ours (which class and parameter, how to fix)."""
+    return MiddlewareConfigError(f"{message} (SummarizationMiddleware, {param}.)", middleware="SummarizationMiddleware",
+                                 hook=param)
+
+
 def _check_size(kind: Any, value: Any, param: str) -> tuple[str, float]:
     if kind not in _KINDS:
-        raise ValueError(f"{param}: unsupported context size type {kind!r}; use one of {list(_KINDS)}.")
+        raise _config_error(param, f"Unsupported context size type {kind} for {param}. Use one of {list(_KINDS)}")
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{param}: the {kind!r} value must be a number, got {type(value).__name__} ({value!r}).")
+        raise _config_error(
+            param, f"{param} values must be numbers, got {value!r}. Pass ({kind!r}, <number>)"
+        )
     if not math.isfinite(value):
-        raise ValueError(f"{param}: the {kind!r} value must be finite, got {value!r}.")
+        raise _config_error(param, f"{param} values must be finite numbers, got {value!r}")
     if kind == "fraction":
         if not 0 < value <= 1:
-            raise ValueError(f"{param}: a 'fraction' must be in (0, 1], got {value!r}.")
-    elif kind == "messages" and param == "keep":
-        if value < 0 or value != int(value):
-            raise ValueError(f"{param}: 'messages' must be an int >= 0, got {value!r}.")
-    elif value <= 0 or (kind == "messages" and value != int(value)):
-        raise ValueError(f"{param}: {kind!r} must be a positive {'int' if kind == 'messages' else 'number'}, "
-                         f"got {value!r}.")
+            raise _config_error(param, f"Fractional {param} values must be between 0 and 1, got {value}")
+        return kind, float(value)
+    if value != int(value) or isinstance(value, float):
+        raise _config_error(
+            param, f"{param} thresholds must be integers, got {value!r}. Pass ({kind!r}, {int(value)}) or use a "
+            f"'fraction'"
+        )
+    if kind == "messages" and param == "keep":
+        if value < 0:  # ours: ("messages", 0) keeps nothing verbatim (LangChain requires > 0)
+            raise _config_error(param, f"{param} thresholds must be greater than or equal to 0, got {value}")
+    elif value <= 0:
+        raise _config_error(param, f"{param} thresholds must be greater than 0, got {value}")
     return kind, float(value)
 
 
@@ -154,28 +191,43 @@ def _parse_trigger(spec: Any) -> tuple[tuple[tuple[str, float], ...], ...]:
         return ((_check_size(spec[0], spec[1], "trigger"),),)
     if isinstance(spec, Mapping):
         if not spec:
-            raise ValueError("trigger: a dict clause needs at least one condition, e.g. {'tokens': 50_000}.")
+            raise _config_error(
+                "trigger", "trigger: a dict clause needs at least one condition, e.g. {'tokens': 50_000}"
+            )
         return (tuple(_check_size(k, v, "trigger") for k, v in spec.items()),)
     if isinstance(spec, list) and spec:
         clauses: list[tuple[tuple[str, float], ...]] = []
         for item in spec:
             if isinstance(item, list):
-                raise TypeError("trigger: a list holds (kind, value) tuples or dict clauses, not nested lists.")
+                raise _config_error("trigger", "trigger: a list holds (kind, value) tuples or dict clauses, not lists")
             clauses.extend(_parse_trigger(item))
         return tuple(clauses)
-    raise TypeError(
+    raise _config_error(
+        "trigger",
         f"trigger must be a (kind, value) tuple, a dict clause (AND), a non-empty list of them (OR), or a function "
-        f"of the runtime returning one; got {spec!r}."
+        f"of the runtime returning one; got {spec!r}",
     )
 
 
 def _parse_keep(spec: Any) -> tuple[str, float]:
     if isinstance(spec, tuple) and len(spec) == 2 and isinstance(spec[0], str):
         return _check_size(spec[0], spec[1], "keep")
-    raise TypeError(
-        f"keep must be a (kind, value) tuple such as ('messages', 20) or ('tokens', 3000), or a function of the "
-        f"runtime returning one; got {spec!r}."
+    if isinstance(spec, Mapping) and len(spec) == 1:  # LangChain 1.5's dict form: keep={"messages": 20}
+        ((kind, value),) = spec.items()
+        return _check_size(kind, value, "keep")
+    raise _config_error(
+        "keep",
+        f"keep must be a (kind, value) tuple such as ('messages', 20) or ('tokens', 3000), a one-key dict such as "
+        f"{{'messages': 20}}, or a function of the runtime returning one; got {spec!r}",
     )
+
+
+def _deprecated(message: str) -> None:
+    """A ``DeprecationWarning`` pointing at the user's call (the first frame outside middleware_kit)."""
+    level, frame = 2, sys._getframe(1)  # stacklevel 2: our caller
+    while frame is not None and frame.f_globals.get("__name__", "").startswith("middleware_kit."):
+        level, frame = level + 1, frame.f_back  # type: ignore[assignment]
+    warnings.warn(message, DeprecationWarning, stacklevel=level)
 
 
 def _max_input_tokens(model: Any) -> int | None:
@@ -213,7 +265,7 @@ def _newest_human(messages: Sequence[AnyMessage]) -> int | None:
     return None
 
 
-class SummarizationMiddleware(AgentMiddleware):
+class SummarizationMiddleware(FrozenConfig, AgentMiddleware):
     """Summarize older messages when the context grows past ``trigger``, keeping the recent ones (``keep``).
 
     Args:
@@ -225,7 +277,8 @@ class SummarizationMiddleware(AgentMiddleware):
             :data:`DEFAULT_TRIGGER_WITHOUT_PROFILE` (100k tokens). Measured on the whole request: messages, system
             prompt and bound tools.
         keep: How much recent history to keep verbatim: ``("messages", n)`` (default 20), ``("tokens", n)`` or
-            ``("fraction", f)``, or a function of the runtime returning one. The cut moves back as needed so a tool
+            ``("fraction", f)`` (or the one-key dict form, ``{"messages": 20}``), or a function of the runtime
+            returning one. The cut moves back as needed so a tool
             call stays with its answers and the newest human message is kept.
         token_counter: ``"tiktoken"`` (default: exact, offline, memoized), ``"approximate"`` (LangChain's
             estimate, :data:`count_tokens_approximately`), or any ``(messages) -> int``.
@@ -238,6 +291,12 @@ class SummarizationMiddleware(AgentMiddleware):
             reaches it as a leading ``SystemMessage``.
         on_failure: ``"error"`` (default): a failing summarizer raises and history stays untouched. ``"skip"``: this
             model call goes ahead unsummarized and a ``summarization_failed`` event is written to the custom stream.
+        max_tokens_before_summary: Deprecated (LangChain's old name): ``trigger=("tokens", n)``. Warns.
+        messages_to_keep: Deprecated (LangChain's old name): ``keep=("messages", n)``. Warns.
+
+    Invalid values raise ``MiddlewareConfigError`` (a ``ValueError``) whose message starts with LangChain's sentence.
+    The configuration is frozen (``mw.replace(keep=("messages", 5))`` makes a changed copy); ``trigger`` and ``keep``
+    are copies of what was passed.
     """
 
     def __init__(
@@ -245,16 +304,43 @@ class SummarizationMiddleware(AgentMiddleware):
         model: Any,
         *,
         trigger: TriggerSpec | Callable[[Any], TriggerSpec] | None = None,
-        keep: ContextSize | Callable[[Any], ContextSize] = ("messages", 20),
+        keep: ContextSize | TriggerClause | Callable[[Any], ContextSize] = ("messages", 20),
         token_counter: Literal["tiktoken", "approximate"] | Callable[[Sequence[BaseMessage]], int] = "tiktoken",
         encoding: str | None = None,
         summary_prompt: str = DEFAULT_SUMMARY_PROMPT,
         trim_tokens_to_summarize: int | None = 4000,
         summarizer: Summarizer | None = None,
         on_failure: Literal["error", "skip"] = "error",
+        **deprecated_kwargs: Any,
     ) -> None:
         super().__init__()
-        self.model = resolve_model(model)
+        unknown = sorted(set(deprecated_kwargs) - {"max_tokens_before_summary", "messages_to_keep"})
+        if unknown:
+            raise MiddlewareConfigError(
+                f"SummarizationMiddleware got unexpected keyword argument(s) {unknown}. Use trigger=..., keep=..., "
+                f"token_counter=..., summary_prompt=..., trim_tokens_to_summarize=..., summarizer=... or on_failure=.",
+                middleware="SummarizationMiddleware",
+                hook=unknown[0],
+            )
+        if "max_tokens_before_summary" in deprecated_kwargs:
+            value = deprecated_kwargs["max_tokens_before_summary"]
+            _deprecated("max_tokens_before_summary is deprecated. Use trigger=('tokens', value) instead.")
+            if trigger is None and value is not None:
+                trigger = ("tokens", value)
+        if "messages_to_keep" in deprecated_kwargs:
+            value = deprecated_kwargs["messages_to_keep"]
+            _deprecated("messages_to_keep is deprecated. Use keep=('messages', value) instead.")
+            if keep == ("messages", 20) and value is not None:
+                keep = ("messages", value)
+        try:
+            self.model = resolve_model(model)
+        except MiddlewareConfigError as error:
+            if error.middleware == "SummarizationMiddleware":
+                raise
+            raise MiddlewareConfigError(
+                f"{error} (SummarizationMiddleware, model={model!r}.)", middleware="SummarizationMiddleware",
+                hook="model"
+            ) from error
         self._window = _max_input_tokens(self.model)
         if trigger is None:
             trigger = DEFAULT_TRIGGER if self._window is not None else DEFAULT_TRIGGER_WITHOUT_PROFILE
@@ -265,23 +351,30 @@ class SummarizationMiddleware(AgentMiddleware):
         if self._trigger is not None and self._keep is not None and self._window is None and _uses_fraction(
             self._trigger, self._keep
         ):
-            raise ValueError(
-                "'fraction' needs the model's context window: model.profile['max_input_tokens'] is not set. Use "
-                "('tokens', n), or give the model a profile."
+            raise _config_error(
+                "trigger" if any(k == "fraction" for clause in self._trigger for k, _ in clause) else "keep",
+                "Model profile information is required to use fractional token limits, and is unavailable for the "
+                "specified model. Please use absolute token counts instead, or pass "
+                "ChatModel(..., profile={'max_input_tokens': ...}) with the model's maximum input tokens",
             )
-        if "{messages}" not in summary_prompt:
-            raise ValueError("summary_prompt must contain '{messages}' (where the messages to summarize go).")
+        if not isinstance(summary_prompt, str) or "{messages}" not in summary_prompt:
+            raise _config_error(
+                "summary_prompt", "summary_prompt must contain '{messages}' (where the messages to summarize go)"
+            )
         if trim_tokens_to_summarize is not None and (
             isinstance(trim_tokens_to_summarize, bool) or not isinstance(trim_tokens_to_summarize, int)
             or trim_tokens_to_summarize <= 0
         ):
-            raise ValueError(
-                f"trim_tokens_to_summarize must be a positive int or None, got {trim_tokens_to_summarize!r}."
+            raise _config_error(
+                "trim_tokens_to_summarize",
+                f"trim_tokens_to_summarize must be a positive int or None, got {trim_tokens_to_summarize!r}",
             )
         if on_failure not in ("error", "skip"):
-            raise ValueError(f"on_failure must be 'error' or 'skip', got {on_failure!r}.")
+            raise _config_error("on_failure", f"on_failure must be 'error' or 'skip', got {on_failure!r}")
         if summarizer is not None and not callable(summarizer) and not isinstance(summarizer, Runnable):
-            raise TypeError(f"summarizer must be a function (messages) -> str or a Runnable, got {summarizer!r}.")
+            raise _config_error(
+                "summarizer", f"summarizer must be a function (messages) -> str or a Runnable, got {summarizer!r}"
+            )
         self.summary_prompt = summary_prompt
         self.trim_tokens_to_summarize = trim_tokens_to_summarize
         self.summarizer = summarizer
@@ -298,7 +391,9 @@ class SummarizationMiddleware(AgentMiddleware):
         elif callable(token_counter):
             self.token_counter = token_counter
         else:
-            raise TypeError(f"token_counter must be 'tiktoken', 'approximate' or a function, got {token_counter!r}.")
+            raise _config_error(
+                "token_counter", f"token_counter must be 'tiktoken', 'approximate' or a function, got {token_counter!r}"
+            )
 
     # -- counting ------------------------------------------------------------------------------------------------
     def _count(self, messages: Sequence[BaseMessage]) -> int:
@@ -401,9 +496,9 @@ class SummarizationMiddleware(AgentMiddleware):
         if "{previous_summary}" in self.summary_prompt:
             prompt = self.summary_prompt.replace("{previous_summary}", previous).replace("{messages}", text)
         else:
-            prompt = self.summary_prompt.replace("{messages}", text)
             if plan.previous:
-                prompt = f"Previous summary (fold it into yours):\n{plan.previous}\n\n{prompt}"
+                text = f"Previous summary (fold it into yours):\n{plan.previous}\n\n{text}"
+            prompt = self.summary_prompt.replace("{messages}", text)
         return [HumanMessage(prompt)], {"tags": [TAG_NOSTREAM, SUMMARIZER_TAG], "run_name": f"{self.name}.summarize"}
 
     def _summary_text(self, result: Any) -> str:

@@ -17,9 +17,10 @@ from langgraph.runtime import Runtime
 from langgraph.types import Command
 from typing_extensions import TypedDict
 
-from middleware_kit.hooks import AsyncModelHandler, ModelHandler
+from middleware_kit.flow import ModelCallFlow
 from middleware_kit.middleware import AgentMiddleware
-from middleware_kit.types import AgentState, ModelRequest, ModelResponse, OmitFromInput
+from middleware_kit.middlewares._frozen import FrozenConfig
+from middleware_kit.types import AgentState, ModelRequest, OmitFromInput
 
 __all__ = [
     "PARALLEL_WRITE_TODOS_ERROR",
@@ -47,29 +48,81 @@ class PlanningState(AgentState):
     """The current todo list, as the last ``write_todos`` call set it."""
 
 
-WRITE_TODOS_TOOL_DESCRIPTION = """Create and update the todo list of your current task.
+WRITE_TODOS_TOOL_DESCRIPTION = """Use this tool to create and manage a structured task list for your current work session. This helps you track progress, organize complex tasks, and demonstrate thoroughness to the user.
 
-Use it for work that takes three or more steps, or when the user asks for a plan or gives several tasks at once.
-Skip it for a single, simple request: just do it.
+Only use this tool if you think it will be helpful in staying organized. If the user's request is trivial and takes less than 3 steps, it is better to NOT use this tool and just do the task directly.
 
-Each call replaces the whole list. A todo is {"content": "...", "status": "pending" | "in_progress" |
-"completed"}.
-- Mark a task in_progress before you start it, and completed as soon as it is done; never batch completions.
-- Keep tasks specific and actionable; add new ones as you discover them, and remove ones that no longer apply.
-- Only mark a task completed when it is fully done (not when it failed or is blocked: keep it in_progress and add
-  a task for what blocks it).
-- Call this tool at most once per turn."""
-"""The description of the ``write_todos`` tool the model sees."""
+## When to Use This Tool
+Use this tool in these scenarios:
+
+1. Complex multi-step tasks - When a task requires 3 or more distinct steps or actions
+2. Non-trivial and complex tasks - Tasks that require careful planning or multiple operations
+3. User explicitly requests todo list - When the user directly asks you to use the todo list
+4. User provides multiple tasks - When users provide a list of things to be done (numbered or comma-separated)
+5. The plan may need future revisions or updates based on results from the first few steps
+
+## How to Use This Tool
+1. When you start working on a task - Mark it as in_progress BEFORE beginning work.
+2. After completing a task - Mark it as completed and add any new follow-up tasks discovered during implementation.
+3. You can also update future tasks, such as deleting them if they are no longer necessary, or adding new tasks that are necessary. Don't change previously completed tasks.
+4. You can make several updates to the todo list at once. For example, when you complete a task, you can mark the next task you need to start as in_progress.
+
+## When NOT to Use This Tool
+It is important to skip using this tool when:
+1. There is only a single, straightforward task
+2. The task is trivial and tracking it provides no benefit
+3. The task can be completed in less than 3 trivial steps
+4. The task is purely conversational or informational
+
+## Task States and Management
+
+1. **Task States**: Use these states to track progress:
+   - pending: Task not yet started
+   - in_progress: Currently working on (you can have multiple tasks in_progress at a time if they are not related to each other and can be run in parallel)
+   - completed: Task finished successfully
+
+2. **Task Management**:
+   - Update task status in real-time as you work
+   - Mark tasks complete IMMEDIATELY after finishing (don't batch completions)
+   - Complete current tasks before starting new ones
+   - Remove tasks that are no longer relevant from the list entirely
+   - IMPORTANT: When you write this todo list, you should mark your first task (or tasks) as in_progress immediately!.
+   - IMPORTANT: Unless all tasks are completed, you should always have at least one task in_progress to show the user that you are working on something.
+
+3. **Task Completion Requirements**:
+   - ONLY mark a task as completed when you have FULLY accomplished it
+   - If you encounter errors, blockers, or cannot finish, keep the task as in_progress
+   - When blocked, create a new task describing what needs to be resolved
+   - Never mark a task as completed if:
+     - There are unresolved issues or errors
+     - Work is partial or incomplete
+     - You encountered blockers that prevent completion
+     - You couldn't find necessary resources or dependencies
+     - Quality standards haven't been met
+
+4. **Task Breakdown**:
+   - Create specific, actionable items
+   - Break complex tasks into smaller, manageable steps
+   - Use clear, descriptive task names
+
+Being proactive with task management demonstrates attentiveness and ensures you complete all requirements successfully
+Remember: If you only need to make a few tool calls to complete a task, and it is clear what you need to do, it is better to just do the task directly and NOT call this tool at all."""  # noqa: E501
+"""The description of the ``write_todos`` tool the model sees (LangChain's text)."""
 
 WRITE_TODOS_SYSTEM_PROMPT = """## `write_todos`
 
-You have the `write_todos` tool to plan and track multi-step work. Use it for complex objectives so that you, and
-the user, can see progress; do not use it for simple requests that take a step or two.
+You have access to the `write_todos` tool to help you manage and plan complex objectives.
+Use this tool for complex objectives to ensure that you are tracking each necessary step and giving the user visibility into your progress.
+This tool is very helpful for planning complex objectives, and for breaking down these larger complex objectives into smaller steps.
 
-Write the plan as soon as you know the steps, mark each task in_progress when you start it and completed as soon as
-it is done, and revise the list when you learn something new. Call `write_todos` at most once per turn: never call
-it several times in parallel."""
-"""Appended to the system message of each model call."""
+It is critical that you mark todos as completed as soon as you are done with a step. Do not batch up multiple steps before marking them as completed.
+For simple objectives that only require a few steps, it is better to just complete the objective directly and NOT use this tool.
+Writing todos takes time and tokens, use it when it is helpful for managing complex many-step problems! But not for simple few-step requests.
+
+## Important To-Do List Usage Notes to Remember
+- The `write_todos` tool should never be called multiple times in parallel.
+- Don't be afraid to revise the To-Do list as you go. New information may reveal new tasks that need to be done, or old tasks that are irrelevant."""  # noqa: E501
+"""Appended to the system message of each model call, as a text content block (LangChain's text)."""
 
 PARALLEL_WRITE_TODOS_ERROR = (
     "Error: The `write_todos` tool should never be called multiple times in parallel. Please call it only once per "
@@ -97,7 +150,7 @@ write_todos: BaseTool = _make_tool(WRITE_TODOS_TOOL_DESCRIPTION)
 ``tool_description``)."""
 
 
-class TodoListMiddleware(AgentMiddleware[PlanningState]):
+class TodoListMiddleware(FrozenConfig, AgentMiddleware[PlanningState]):
     """Give the agent a todo list: the ``write_todos`` tool, ``PlanningState.todos`` and a planning prompt.
 
     Args:
@@ -120,22 +173,21 @@ class TodoListMiddleware(AgentMiddleware[PlanningState]):
 
     # -- the prompt -------------------------------------------------------------------------------------------
     def _with_prompt(self, request: ModelRequest[Any]) -> ModelRequest[Any]:
+        """The request with the prompt appended as a text content block, as LangChain does: the system message's
+        content becomes ``[*content_blocks, {"type": "text", "text": "\\n\\n" + prompt}]`` (or the prompt's block
+        alone without a system message). The message's id and kwargs are kept."""
         if not self.system_prompt:
             return request
         current = request.system_message
         if current is None:
-            return request.override(system_message=SystemMessage(content=self.system_prompt))
-        if isinstance(current.content, str):
-            content: Any = f"{current.content}\n\n{self.system_prompt}" if current.content else self.system_prompt
-        else:
-            content = [*current.content, {"type": "text", "text": f"\n\n{self.system_prompt}"}]
+            alone: list[Any] = [{"type": "text", "text": self.system_prompt}]
+            return request.override(system_message=SystemMessage(content=alone))
+        content: list[Any] = [*current.content_blocks, {"type": "text", "text": f"\n\n{self.system_prompt}"}]
         return request.override(system_message=current.model_copy(update={"content": content}))
 
-    def wrap_model_call(self, request: ModelRequest[Any], handler: ModelHandler) -> ModelResponse[Any]:
-        return handler(self._with_prompt(request))
-
-    async def awrap_model_call(self, request: ModelRequest[Any], handler: AsyncModelHandler) -> ModelResponse[Any]:
-        return await handler(self._with_prompt(request))
+    def wrap_model_call(self, request: ModelRequest[Any]) -> ModelCallFlow:
+        """Send the request with the planning prompt (a flow: one body for invoke and ainvoke)."""
+        return (yield self._with_prompt(request))
 
     # -- parallel calls ---------------------------------------------------------------------------------------
     def _refuse_parallel(self, state: Any) -> dict[str, Any] | None:

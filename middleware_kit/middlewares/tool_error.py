@@ -23,6 +23,7 @@ from middleware_kit.bridge import run_coroutine_sync
 from middleware_kit.errors import HookReturnError, MiddlewareConfigError, MiddlewareError
 from middleware_kit.hooks import AsyncToolHandler, ToolHandler, ToolResult
 from middleware_kit.middleware import AgentMiddleware
+from middleware_kit.middlewares._frozen import FrozenConfig
 from middleware_kit.types import ToolCallRequest
 
 __all__ = ["DEFAULT_TOOL_ERROR_TEMPLATE", "ToolErrorMiddleware"]
@@ -53,7 +54,7 @@ def _arity(fn: Callable[..., Any]) -> int:
     return 2
 
 
-class ToolErrorMiddleware(AgentMiddleware):
+class ToolErrorMiddleware(FrozenConfig, AgentMiddleware):
     """Turn exceptions raised by tools into error ``ToolMessage``s the model can read and act on.
 
     Args:

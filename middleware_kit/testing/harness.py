@@ -10,19 +10,23 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
+from langgraph.errors import GraphBubbleUp
 from langgraph.runtime import Runtime
 from langgraph.store.base import BaseStore
 from langgraph.types import Command, StreamWriter
 
-from middleware_kit.chain import CallState, call_async, call_sync, compose
+from middleware_kit._compat import update_pairs
+from middleware_kit.bridge import run_coroutine_sync
+from middleware_kit.chain import CallState, _note_bubble, call_flow, compose
+from middleware_kit.drive import Flow, Step, run_async, run_sync
 from middleware_kit.errors import MiddlewareConfigError
 from middleware_kit.hooks import HOOKS
 from middleware_kit.middleware import AgentMiddleware
+from middleware_kit.model_call import ModelCall
 from middleware_kit.phases import NodeStep, StateSemantics, bridge_node_hook
 from middleware_kit.pipeline import build_pipeline, defined_hooks
 from middleware_kit.schema import merge_state_schemas
-from middleware_kit.structured_output import ToolStrategy, parse_model_output, to_strategy
 from middleware_kit.types import ExtendedModelResponse, ModelRequest, ModelResponse, ToolCallRequest
 
 __all__ = [
@@ -59,12 +63,7 @@ def make_request(
 
 def _node_step(middleware: AgentMiddleware[Any, Any], hook: str) -> tuple[NodeStep, StateSemantics] | None:
     if hook not in HOOKS or HOOKS[hook].kind != "node":
-        raise MiddlewareConfigError(
-            f"run_hook runs node hooks (before_agent, before_model, after_model, after_agent); got {hook!r}. Use "
-            f"run_model_chain or run_tool_chain for the others.",
-            middleware=middleware.name,
-            hook=hook,
-        )
+        raise MiddlewareConfigError.run_hook_not_a_node_hook(middleware.name, hook)
     impl = defined_hooks(middleware).get(hook)
     if impl is None:
         return None
@@ -74,40 +73,32 @@ def _node_step(middleware: AgentMiddleware[Any, Any], hook: str) -> tuple[NodeSt
     return step, StateSemantics(keys, {})
 
 
-def run_hook(
-    middleware: AgentMiddleware[Any, Any], hook: str, state: Any, runtime: Runtime[Any] | None = None
-) -> dict[str, Any] | None:
-    """Run one node hook as an agent would (async twins driven to completion) and validate what it returns."""
+def _hook_flow(middleware: AgentMiddleware[Any, Any], hook: str, state: Any, runtime: Runtime[Any] | None) -> Flow[Any]:
     found = _node_step(middleware, hook)
     if found is None:
         return None
     step, semantics = found
-    result = step.run_sync(state, runtime if runtime is not None else make_runtime())
+    result = yield Step(step.run_sync, step.run_async, state, runtime if runtime is not None else make_runtime())
     if result is None:
         return None
     semantics.check(step, result)
     return dict(result)
+
+
+def run_hook(
+    middleware: AgentMiddleware[Any, Any], hook: str, state: Any, runtime: Runtime[Any] | None = None
+) -> dict[str, Any] | None:
+    """Run one node hook as an agent would (async twins driven to completion) and validate what it returns."""
+    result: dict[str, Any] | None = run_sync(_hook_flow(middleware, hook, state, runtime))
+    return result
 
 
 async def arun_hook(
     middleware: AgentMiddleware[Any, Any], hook: str, state: Any, runtime: Runtime[Any] | None = None
 ) -> dict[str, Any] | None:
     """Async twin of :func:`run_hook` (sync-only hooks run in a worker thread, as under ``ainvoke``)."""
-    from middleware_kit.bridge import run_sync_in_thread
-
-    found = _node_step(middleware, hook)
-    if found is None:
-        return None
-    step, semantics = found
-    rt = runtime if runtime is not None else make_runtime()
-    if step.run_async is not None:
-        result = await step.run_async(state, rt)
-    else:
-        result = await run_sync_in_thread(step.run_sync, state, rt)
-    if result is None:
-        return None
-    semantics.check(step, result)
-    return dict(result)
+    result: dict[str, Any] | None = await run_async(_hook_flow(middleware, hook, state, runtime))
+    return result
 
 
 def _as_list(middleware: AgentMiddleware[Any, Any] | Sequence[AgentMiddleware[Any, Any]]) -> list[Any]:
@@ -115,43 +106,45 @@ def _as_list(middleware: AgentMiddleware[Any, Any] | Sequence[AgentMiddleware[An
 
 
 ModelHandlerLike = Callable[[ModelRequest[Any]], "ModelResponse[Any] | AIMessage"]
+_MODEL_CALL = ModelCall()
+"""The agent's model binding (tools, structured tools, tool_choice, model_settings), for any request."""
 
 
-def _model_base(handler: ModelHandlerLike | None) -> tuple[Callable[..., Any], Callable[..., Awaitable[Any]]]:
-    def messages_of(request: ModelRequest[Any]) -> list[BaseMessage]:
-        head = [request.system_message] if request.system_message is not None else []
-        return [*head, *request.messages]
+def _normalized(value: Any) -> Any:
+    return ModelResponse(result=[value]) if isinstance(value, AIMessage) else value
 
-    def normalize(value: Any) -> ModelResponse[Any]:
-        return ModelResponse(result=[value]) if isinstance(value, AIMessage) else value
 
-    def bound(request: ModelRequest[Any]) -> tuple[Any, ToolStrategy[Any] | None]:
-        # As in an agent: the structured tools after the regular ones, tool use forced unless chosen.
-        strategy = to_strategy(request.response_format)
-        tools = [*request.tools, *(strategy.tools if strategy is not None else ())]
-        if not tools:
-            return request.model, strategy
-        choice = request.tool_choice if request.tool_choice is not None or strategy is None else "any"
-        kwargs = {"tool_choice": choice} if choice is not None else {}
-        return request.model.bind_tools(tools, **kwargs), strategy
+def _given_flow(handler: Callable[[Any], Any], normalize: Callable[[Any], Any], request: Any) -> Flow[Any]:
+    """A handler given by the test, sync or async, in either mode (as the agent's base handlers, interrupts it
+    raises are recorded so a wrapper that swallows them does not hide them)."""
+    try:
+        result = yield Step(handler, None, request, blocking=False)
+        if isinstance(result, Awaitable):
+            result = yield Step(_run_awaitable, _await, result)
+    except GraphBubbleUp as exc:
+        _note_bubble(exc)
+        raise
+    return normalize(result)
 
-    def parsed(message: Any, strategy: ToolStrategy[Any] | None) -> ModelResponse[Any]:
-        return normalize(message) if strategy is None else parse_model_output(message, strategy)
 
-    def base(request: ModelRequest[Any]) -> ModelResponse[Any]:
-        if handler is not None:
-            return normalize(handler(request))
-        model, strategy = bound(request)
-        return parsed(model.invoke(messages_of(request)), strategy)
+def _run_awaitable(awaitable: Any) -> Any:
+    return run_coroutine_sync(awaitable)
 
-    async def abase(request: ModelRequest[Any]) -> ModelResponse[Any]:
-        if handler is not None:
-            result = handler(request)
-            if isinstance(result, Awaitable):
-                result = await result
-            return normalize(result)
-        model, strategy = bound(request)
-        return parsed(await model.ainvoke(messages_of(request)), strategy)
+
+async def _await(awaitable: Awaitable[Any]) -> Any:
+    return await awaitable
+
+
+def _model_handlers(handler: ModelHandlerLike | None) -> tuple[Callable[..., Any], Callable[..., Awaitable[Any]]]:
+    if handler is None:
+        return _MODEL_CALL.handlers()
+    given = handler
+
+    def base(request: ModelRequest[Any]) -> Any:
+        return run_sync(_given_flow(given, _normalized, request))
+
+    async def abase(request: ModelRequest[Any]) -> Any:
+        return await run_async(_given_flow(given, _normalized, request))
 
     return base, abase
 
@@ -160,8 +153,14 @@ def _with_commands(response: ModelResponse[Any], call: CallState) -> ModelRespon
     if not call.commands:
         return response
     inner_first = sorted(call.commands, reverse=True)
-    updates = [pair for depth in inner_first for pair in call.commands[depth]._update_as_tuples()]
+    updates = [pair for depth in inner_first for pair in update_pairs(call.commands[depth])]
     return ExtendedModelResponse(model_response=response, command=Command(update=updates))
+
+
+def _chain_flow(layers_of: str, middleware: Any, request: Any, handlers: tuple[Any, Any]) -> Flow[Any]:
+    pipeline = build_pipeline(_as_list(middleware), client_tools=(), validate_jumps=False)
+    chain, achain = compose(getattr(pipeline, layers_of), *handlers)
+    return (yield from call_flow(chain, achain, request))
 
 
 def run_model_chain(
@@ -170,13 +169,11 @@ def run_model_chain(
     handler: ModelHandlerLike | None = None,
 ) -> ModelResponse[Any] | ExtendedModelResponse[Any]:
     """Run ``modify_model_request`` and ``wrap_model_call`` of ``middleware`` (first = outermost) around ``handler``
-    (default: call ``request.model``). Returns the response the outermost layer produced; when wrappers returned
+    (default: call ``request.model`` bound as an agent binds it: tools, structured tools, ``tool_choice``,
+    ``model_settings``). Returns the response the outermost layer produced; when wrappers returned
     ``ExtendedModelResponse``s, an ``ExtendedModelResponse`` whose command holds all their updates, inner first
     (the order an agent applies them in)."""
-    pipeline = build_pipeline(_as_list(middleware), client_tools=(), validate_jumps=False)
-    chain, _ = compose(pipeline.model_layers, *_model_base(handler))
-    response, call = call_sync(chain, request)
-    return _with_commands(response, call)
+    return _with_commands(*run_sync(_chain_flow("model_layers", middleware, request, _model_handlers(handler))))
 
 
 async def arun_model_chain(
@@ -185,35 +182,49 @@ async def arun_model_chain(
     handler: ModelHandlerLike | None = None,
 ) -> ModelResponse[Any] | ExtendedModelResponse[Any]:
     """Async twin of :func:`run_model_chain` (``handler`` may be sync or async)."""
-    pipeline = build_pipeline(_as_list(middleware), client_tools=(), validate_jumps=False)
-    _, achain = compose(pipeline.model_layers, *_model_base(handler))
-    response, call = await call_async(achain, request)
-    return _with_commands(response, call)
+    flow = _chain_flow("model_layers", middleware, request, _model_handlers(handler))
+    return _with_commands(*await run_async(flow))
 
 
 ToolHandlerLike = Callable[[ToolCallRequest], "ToolMessage | Command[Any]"]
 
 
-def _tool_base(handler: ToolHandlerLike | None) -> tuple[Callable[..., Any], Callable[..., Awaitable[Any]]]:
-    def run(request: ToolCallRequest) -> Any:
-        if handler is not None:
-            return handler(request)
-        if request.tool is None:
-            raise ValueError(f"run_tool_chain: no tool for call {request.tool_call['name']!r} and no handler given")
-        output = request.tool.invoke({**request.tool_call, "type": "tool_call"})
-        return output
+def _invoke_tool(request: ToolCallRequest) -> Any:
+    if request.tool is None:
+        raise ValueError(f"run_tool_chain: no tool for call {request.tool_call['name']!r} and no handler given")
+    return request.tool.invoke({**request.tool_call, "type": "tool_call"})
 
-    async def arun(request: ToolCallRequest) -> Any:
-        if handler is not None:
-            result = handler(request)
-            if isinstance(result, Awaitable):
-                result = await result
-            return result
-        if request.tool is None:
-            raise ValueError(f"run_tool_chain: no tool for call {request.tool_call['name']!r} and no handler given")
-        return await request.tool.ainvoke({**request.tool_call, "type": "tool_call"})
 
-    return run, arun
+async def _ainvoke_tool(request: ToolCallRequest) -> Any:
+    if request.tool is None:
+        raise ValueError(f"run_tool_chain: no tool for call {request.tool_call['name']!r} and no handler given")
+    return await request.tool.ainvoke({**request.tool_call, "type": "tool_call"})
+
+
+def _tool_handlers(handler: ToolHandlerLike | None) -> tuple[Callable[..., Any], Callable[..., Awaitable[Any]]]:
+    def base(request: ToolCallRequest) -> Any:
+        if handler is None:
+            return run_sync(_tool_flow(request))
+        return run_sync(_given_flow(handler, _same, request))
+
+    async def abase(request: ToolCallRequest) -> Any:
+        if handler is None:
+            return await run_async(_tool_flow(request))
+        return await run_async(_given_flow(handler, _same, request))
+
+    return base, abase
+
+
+def _tool_flow(request: ToolCallRequest) -> Flow[Any]:
+    try:
+        return (yield Step(_invoke_tool, _ainvoke_tool, request))
+    except GraphBubbleUp as exc:
+        _note_bubble(exc)
+        raise
+
+
+def _same(value: Any) -> Any:
+    return value
 
 
 def run_tool_chain(
@@ -223,9 +234,9 @@ def run_tool_chain(
 ) -> ToolMessage | Command[Any]:
     """Run ``before_tool``/``wrap_tool_call``/``after_tool`` of ``middleware`` around ``handler`` (default: invoke
     ``request.tool``)."""
-    pipeline = build_pipeline(_as_list(middleware), client_tools=(), validate_jumps=False)
-    chain, _ = compose(pipeline.tool_layers, *_tool_base(handler))
-    result: ToolMessage | Command[Any] = call_sync(chain, request)[0]
+    result: ToolMessage | Command[Any] = run_sync(
+        _chain_flow("tool_layers", middleware, request, _tool_handlers(handler))
+    )[0]
     return result
 
 
@@ -235,7 +246,6 @@ async def arun_tool_chain(
     handler: ToolHandlerLike | None = None,
 ) -> ToolMessage | Command[Any]:
     """Async twin of :func:`run_tool_chain`."""
-    pipeline = build_pipeline(_as_list(middleware), client_tools=(), validate_jumps=False)
-    _, achain = compose(pipeline.tool_layers, *_tool_base(handler))
-    result: ToolMessage | Command[Any] = (await call_async(achain, request))[0]
+    flow = _chain_flow("tool_layers", middleware, request, _tool_handlers(handler))
+    result: ToolMessage | Command[Any] = (await run_async(flow))[0]
     return result

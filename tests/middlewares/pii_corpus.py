@@ -9,8 +9,9 @@ on it (exact spans), and ``tests/middlewares/test_pii.py`` asserts the F1 target
 Labeling decisions (the detectors follow them, and ``docs/middlewares/pii.md`` states them):
 
 - a URL's trailing sentence punctuation and unbalanced closing bracket are not part of it;
-- an email or IP address inside a URL is not reported on its own (the URL is the entity);
-- ``10.0.0.0/8`` and ``2001:db8::/32`` are networks, not addresses: not IPs;
+- an email in a URL's path or query, and an IP address as a URL's host, are labeled as that type AND as part of the
+  URL (each ``PIIMiddleware`` handles its own type); a login in a URL's authority (``ftp://user@host``) is not an email;
+- ``10.0.0.0/8`` and ``2001:db8::/32``: the address is labeled (``10.0.0.0``, ``2001:db8::``), the ``/prefix`` is not;
 - an IPv6 zone id (``%eth0``) is part of the address.
 """
 
@@ -111,7 +112,6 @@ NEGATIVES: dict[str, list[str]] = {
     # strings that look like some type and are not PII of any type
     "oid": ["1.3.6.1.4.1.311.21.8", "1.2.840.113549.1.1.11", "2.5.4.3.1"],
     "version": ["v1.2.3.4", "version 2.10.3.1", "1.2.3.4.5", "release 4.19.0.12", "3.11.7", "v10.0.19041.1"],
-    "cidr": ["10.0.0.0/8", "192.168.0.0/16", "172.16.0.0/12", "2001:db8::/32"],
     "ssh_fp": [
         "SHA256:nThbg6kXUpJWGl7E1IGOCspRomTxdCARLviKw6E5SY8",
         "MD5:16:27:ac:a5:76:28:2d:36:63:1b:56:4d:eb:df:a6:48",
@@ -170,10 +170,15 @@ MIXED_TEMPLATES = [
     "Card {card} was charged; receipt sent to {email}.",
     "Device {mac} at {ip} reported firmware v1.2.3.4 and OID 1.3.6.1.4.1.9.",
     "Visit {url}, or write to {email}. Phone: +1 (415) 555-0132.",
-    "Server {ip} (port 8080) in 10.0.0.0/8, build 3.11.7, hash d41d8cd98f00b204e9800998ecf8427e.",
+    "Server {ip} (port 8080) in {net}/8, build 3.11.7, hash d41d8cd98f00b204e9800998ecf8427e.",
     "From: {email}\nTo: {email}\nSubject: invoice for card {card}\n\nSee {url}.",
 ]
 MORE_POSITIVES: list[tuple[str, list[tuple[str, str]]]] = [
+    (
+        "Networks 10.0.0.0/8, 192.168.0.0/16 and 172.16.0.0/12 are private.",
+        [("ip", "10.0.0.0"), ("ip", "192.168.0.0"), ("ip", "172.16.0.0")],
+    ),
+    ("Documentation prefix: 2001:db8::/32.", [("ip", "2001:db8::")]),
     ("Allowed range: 10.0.0.1-10.0.0.254 only.", [("ip", "10.0.0.1"), ("ip", "10.0.0.254")]),
     ("See [the docs](https://docs.example.com/guide) first.", [("url", "https://docs.example.com/guide")]),
     ("From: Jane Doe <jane.doe@example.com>", [("email", "jane.doe@example.com")]),
@@ -198,21 +203,23 @@ MORE_NEGATIVES = [
     "Git commit 3f786850e387550fdab836ed7e6dc881de23001b.",
     "Email me at jane at example dot com.",
 ]
-URL_EMAIL_NEGATIVES = [
+URL_EMAIL_RECORDS = [
     "Open https://mail.example.com/?to=jane@example.com now.",
     "ftp://user@files.example.com/pub is the mirror.",
     "Profile: https://mastodon.social/@alice.",
 ]
 URL_EMAIL_LABELS = [
-    ("url", "https://mail.example.com/?to=jane@example.com"),
-    ("url", "ftp://user@files.example.com/pub"),
-    ("url", "https://mastodon.social/@alice"),
+    [("url", "https://mail.example.com/?to=jane@example.com"), ("email", "jane@example.com")],
+    [("url", "ftp://user@files.example.com/pub")],
+    [("url", "https://mastodon.social/@alice")],
 ]
+NESTED = {"http://192.168.0.10:3000/dashboard": [("ip", "192.168.0.10")]}
+"""Values inside a labeled value that are entities of another type."""
 
 _SLOT = re.compile(r"\{(\w+)\}")
 _KIND = {"email": "email", "credit_card": "card number", "ip": "IP", "mac_address": "MAC", "url": "website"}
 _POOLS = {"email": EMAILS, "credit_card": CARDS, "ip": IPS, "mac_address": MACS, "url": URLS}
-_MIXED_SLOTS = {"email": "email", "card": "credit_card", "ip": "ip", "mac": "mac_address", "url": "url"}
+_MIXED_SLOTS = {"email": "email", "card": "credit_card", "ip": "ip", "mac": "mac_address", "url": "url", "net": "ip"}
 
 
 def _fill(template: str, values: Callable[[str], tuple[str, str | None]]) -> dict[str, Any]:
@@ -228,6 +235,9 @@ def _fill(template: str, values: Callable[[str], tuple[str, str | None]]) -> dic
         value, pii_type = values(m.group(1))
         if pii_type is not None:
             entities.append({"type": pii_type, "start": length, "end": length + len(value)})
+            for inner_type, inner in NESTED.get(value, []):
+                at = length + value.index(inner)
+                entities.append({"type": inner_type, "start": at, "end": at + len(inner)})
         text_parts.append(value)
         length += len(value)
         pos = m.end()
@@ -265,6 +275,8 @@ def corpus(seed: int = 6) -> list[dict[str, Any]]:
         template = rng.choice(MIXED_TEMPLATES)
 
         def mixed(name: str) -> tuple[str, str | None]:
+            if name == "net":
+                return "10.0.0.0", "ip"
             pii_type = _MIXED_SLOTS[name]
             return rng.choice(_POOLS[pii_type]), pii_type
 
@@ -276,7 +288,10 @@ def corpus(seed: int = 6) -> list[dict[str, Any]]:
             entities.append({"type": pii_type, "start": start, "end": start + len(value)})
         records.append({"text": text, "entities": entities})
     records.extend({"text": text, "entities": []} for text in MORE_NEGATIVES)
-    for text, (pii_type, value) in zip(URL_EMAIL_NEGATIVES, URL_EMAIL_LABELS, strict=True):
-        start = text.index(value)
-        records.append({"text": text, "entities": [{"type": pii_type, "start": start, "end": start + len(value)}]})
+    for text, labels in zip(URL_EMAIL_RECORDS, URL_EMAIL_LABELS, strict=True):
+        entities = []
+        for pii_type, value in labels:
+            start = text.index(value)
+            entities.append({"type": pii_type, "start": start, "end": start + len(value)})
+        records.append({"text": text, "entities": entities})
     return records

@@ -12,6 +12,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from middleware_kit import MiddlewareConfigError, create_agent
 from middleware_kit.middlewares import context_editing
+from middleware_kit.middlewares._frozen import FrozenMiddlewareError
 from middleware_kit.middlewares.context_editing import ClearToolUsesEdit, ContextEditingMiddleware
 from middleware_kit.testing import ScriptedChatModel, make_request, tool_call
 from tests.conftest import Runner
@@ -140,3 +141,26 @@ def test_invalid_settings() -> None:
         ContextEditingMiddleware(token_count_method="exact")  # type: ignore[arg-type]
     with pytest.raises(MiddlewareConfigError, match="apply"):
         ContextEditingMiddleware(edits=[object()])  # type: ignore[list-item]
+
+
+def test_configuration_is_frozen_and_replace_makes_a_working_copy(run: Runner) -> None:
+    edits = [ClearToolUsesEdit(trigger=10**9)]
+    mw = ContextEditingMiddleware(edits=edits)
+    edits.append(ClearToolUsesEdit(trigger=0, keep=0))  # changing the caller's list afterwards changes nothing
+    assert len(mw.edits) == 1
+    with pytest.raises(FrozenMiddlewareError, match="cannot set 'edits'"):
+        mw.edits = ()
+    changed = mw.replace(edits=[ClearToolUsesEdit(trigger=100, keep=2)])
+    model = fetching_model(5)
+    run(create_agent(model, [fetch], middleware=[changed]), {"messages": [HumanMessage("q")]})
+    assert tool_contents(model.calls[-1].messages) == ["[clear", "[clear", "[clear", "page 3", "page 4"]
+    model = fetching_model(5)
+    run(create_agent(model, [fetch], middleware=[mw]), {"messages": [HumanMessage("q")]})
+    assert tool_contents(model.calls[-1].messages)[0] == "page 0"  # the original is unchanged
+
+
+def test_clear_tool_uses_edit_copies_exclude_tools() -> None:
+    names = ["note"]
+    edit = ClearToolUsesEdit(exclude_tools=names)
+    names.append("fetch")
+    assert edit.exclude_tools == ("note",)

@@ -6,12 +6,13 @@ import asyncio
 from typing import Any
 
 import pytest
-from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command, interrupt
 
 from middleware_kit import MiddlewareConfigError, MiddlewareError, create_agent, wrap_model_call
-from middleware_kit.middlewares.fallback import ModelFallbackMiddleware
+from middleware_kit.middlewares._frozen import FrozenMiddlewareError
+from middleware_kit.middlewares.fallback import ModelFallbackMiddleware, is_anthropic_compatible
 from middleware_kit.middlewares.retry import ModelRetryMiddleware
 from middleware_kit.testing import ScriptedChatModel, tool_call
 from tests.conftest import Runner, add
@@ -74,21 +75,105 @@ def test_each_fallback_gets_the_original_request(run: Runner) -> None:
     assert primary.calls[0].tools == backup.calls[0].tools == last.calls[0].tools == ("add",)
 
 
-def test_provider_specific_cache_settings_are_dropped_for_another_provider(run: Runner) -> None:
+class ChatAnthropic(ScriptedChatModel):
+    """Named like langchain-anthropic's class: recognised by name, no provider package imported."""
+
+
+class ChatAnthropicVertex(ScriptedChatModel):
+    """Anthropic on Vertex."""
+
+
+class ChatBedrockConverse(ScriptedChatModel):
+    """Bedrock: Anthropic-compatible only for a Claude model id."""
+
+
+class ChatOpenAI(ScriptedChatModel):
+    """Named like langchain-openai's class."""
+
+
+class ChatFireworks(ScriptedChatModel):
+    """Named like langchain-fireworks's class."""
+
+
+MARK = {"type": "ephemeral"}
+CACHE_SETTINGS = {"cache_control": MARK, "prompt_cache_key": "k", "prompt_cache_max_len": 100, "temperature": 0}
+
+
+def cached_agent(fallback: ScriptedChatModel, seen: list[Any]) -> Any:
+    """A failing primary, a cache-marking layer outside the fallback (like a prompt-caching middleware), and a
+    recorder inside it that keeps each request the fallback sends."""
+
     @wrap_model_call
-    def cache(request: Any, handler: Any) -> Any:  # outside the fallback, like a prompt-caching middleware
-        return handler(request.override(model_settings={"cache_control": {"type": "ephemeral"}, "temperature": 0}))
+    def cache(request: Any, handler: Any) -> Any:
+        marked = add.model_copy(update={"extras": {"cache_control": MARK, "other": 1}})
+        system = SystemMessage([{"type": "text", "text": "Be brief.", "cache_control": MARK}])
+        last = HumanMessage([{"type": "text", "text": "q", "cache_control": MARK}, {"cachePoint": {"type": "default"}}])
+        return handler(request.override(model_settings=CACHE_SETTINGS, system_message=system,
+                                        messages=[*request.messages[:-1], last], tools=[marked]))
 
-    same_class = ScriptedChatModel(["same"])
-    agent = create_agent(ScriptedChatModel([ConnectionError()]),
-                         middleware=[cache, ModelFallbackMiddleware(same_class)])
-    run(agent, Q)
-    assert same_class.calls[0].kwargs == {"cache_control": {"type": "ephemeral"}, "temperature": 0}
+    @wrap_model_call
+    def record(request: Any, handler: Any) -> Any:
+        seen.append(request)
+        return handler(request)
 
-    other = OtherProviderModel(["other"])
-    agent = create_agent(ScriptedChatModel([ConnectionError()]), middleware=[cache, ModelFallbackMiddleware(other)])
-    assert run(agent, Q)["messages"][-1].content == "other"
-    assert other.calls[0].kwargs == {"temperature": 0}
+    primary = ChatAnthropic([ConnectionError()])
+    return create_agent(primary, [add], middleware=[cache, ModelFallbackMiddleware(fallback), record])
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: ChatAnthropic(["ok"]),
+        lambda: ChatAnthropicVertex(["ok"]),
+        lambda: ChatBedrockConverse(["ok"], model_name="anthropic.claude-sonnet-4-5"),
+    ],
+    ids=["anthropic", "anthropic-vertex", "claude-on-bedrock"],
+)
+def test_cache_markers_are_kept_for_an_anthropic_compatible_fallback(run: Runner, make: Any) -> None:
+    seen: list[Any] = []
+    fallback = make()
+    assert run(cached_agent(fallback, seen), Q)["messages"][-1].content == "ok"
+    sent = seen[-1]
+    assert sent.model is fallback
+    assert dict(sent.model_settings) == {"cache_control": MARK, "temperature": 0}  # OpenAI/Fireworks keys removed
+    assert sent.system_message.content[0]["cache_control"] == MARK
+    assert sent.messages[-1].content[0]["cache_control"] == MARK
+    assert sent.tools[0].extras == {"cache_control": MARK, "other": 1}
+
+
+@pytest.mark.parametrize(
+    ("make", "settings"),
+    [
+        (lambda: ScriptedChatModel(["ok"]), {"temperature": 0}),
+        (lambda: ChatOpenAI(["ok"]), {"prompt_cache_key": "k", "temperature": 0}),
+        (lambda: ChatFireworks(["ok"]), {"prompt_cache_max_len": 100, "temperature": 0}),
+        (lambda: ChatBedrockConverse(["ok"], model_name="amazon.titan-text"), {"temperature": 0}),
+    ],
+    ids=["other", "openai", "fireworks", "titan-on-bedrock"],
+)
+def test_cache_markers_are_cleaned_everywhere_for_another_provider(
+    run: Runner, make: Any, settings: dict[str, Any]
+) -> None:
+    seen: list[Any] = []
+    fallback = make()
+    assert run(cached_agent(fallback, seen), Q)["messages"][-1].content == "ok"
+    first, sent = seen[0], seen[-1]
+    assert dict(sent.model_settings) == settings
+    assert sent.system_message.content == [{"type": "text", "text": "Be brief."}]
+    assert sent.messages[-1].content == [{"type": "text", "text": "q"}]  # marker and cachePoint block removed
+    assert sent.tools[0].extras == {"other": 1}
+    assert fallback.calls[0].kwargs == settings
+    # The primary's request is untouched (the fallback request is a cleaned copy).
+    assert first.messages[-1].content[0]["cache_control"] == MARK and "cache_control" in first.tools[0].extras
+
+
+def test_anthropic_compatibility_is_read_from_class_and_model_id() -> None:
+    assert is_anthropic_compatible(ChatAnthropic([]))
+    assert is_anthropic_compatible(ChatAnthropic([]).bind(temperature=0))  # a bound model
+    assert is_anthropic_compatible(ChatBedrockConverse([], model_name="us.anthropic.claude-3-haiku"))
+    assert not is_anthropic_compatible(ChatBedrockConverse([], model_name="meta.llama3"))
+    assert not is_anthropic_compatible(ChatOpenAI([], model_name="claude-lookalike"))
+    assert not is_anthropic_compatible(ScriptedChatModel([]))
 
 
 def test_interrupts_propagate_at_once(run: Runner) -> None:
@@ -133,6 +218,20 @@ def test_retry_inside_fallback_retries_each_model_first(mode: str) -> None:
                          "model": "scripted", "error": "ConnectionError"}
 
 
-def test_fallback_models_must_be_chat_model_instances() -> None:
-    with pytest.raises(MiddlewareConfigError, match=r"fallback model #2 is 'openai:gpt-4o'.*init_chat_model"):
-        ModelFallbackMiddleware(ScriptedChatModel([]), "openai:gpt-4o")  # type: ignore[arg-type]
+def test_fallback_models_must_be_chat_models_or_model_strings() -> None:
+    with pytest.raises(MiddlewareConfigError, match=r"fallback model #2 is 42 \(int\)"):
+        ModelFallbackMiddleware(ScriptedChatModel([]), 42)  # type: ignore[arg-type]
+    with pytest.raises(MiddlewareConfigError, match=r"pip install -U langchain-groq") as err:
+        ModelFallbackMiddleware("groq:llama-3.1-8b-instant")
+    assert (err.value.middleware, err.value.hook) == ("ModelFallbackMiddleware", "models")
+
+
+def test_configuration_is_frozen_and_replace_makes_a_working_copy(run: Runner) -> None:
+    first, second = ScriptedChatModel(["first"]), ScriptedChatModel(["second"])
+    mw = ModelFallbackMiddleware(first)
+    with pytest.raises(FrozenMiddlewareError, match="cannot set 'models'"):
+        mw.models = (second,)
+    changed = mw.replace(first_model=second)
+    assert mw.models == (first,) and changed.models == (second,)
+    agent = create_agent(ScriptedChatModel([ConnectionError()]), middleware=[changed])
+    assert run(agent, Q)["messages"][-1].content == "second"

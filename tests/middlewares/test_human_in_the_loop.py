@@ -9,7 +9,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal
 from unittest.mock import patch
 
 import pytest
@@ -33,7 +33,6 @@ from middleware_kit.middlewares.human_in_the_loop import (
     HumanInTheLoopMiddleware,
     InterruptOnConfig,
     InvalidResumeError,
-    _json_schema_errors,
 )
 from middleware_kit.testing import ScriptedChatModel, make_runtime, tool_call
 from tests.conftest import Runner
@@ -102,9 +101,14 @@ def resume_all(run: Runner, agent: Any, decision_for: Any, thread: str = "t") ->
         if not waiting:
             return out
         (only,) = waiting
-        decisions = [decision_for(r) for r in only.value["action_requests"]]
+        decisions = [decision_for(r) for r in requests_of(only.value)]
         out = run(agent, Command(resume={"decisions": decisions}), config=config(thread))
     raise AssertionError("never finished")
+
+
+def requests_of(value: Any) -> list[Any]:
+    """The action requests of an interrupt value in either mode (``tool_approval`` in per-call mode)."""
+    return list(value.get("action_requests") or [value["action_request"]])
 
 
 def assert_paired(messages: list[Any]) -> None:
@@ -151,7 +155,8 @@ def test_payload_lists_gated_calls_only_in_the_langchain_shape(run: Runner, kit:
             {"action_name": "delete_file", "allowed_decisions": ["approve", "reject"]},
         ],
     }
-    assert request.response_schema["required"] == ["decisions"]  # surfaced to clients for forms
+    schema = json.dumps(request.response_schema)  # surfaced to clients for forms, from the validating adapter
+    assert '"decisions"' in schema and '"respond"' in schema and '"edited_action"' in schema
     assert kit.ran == []  # nothing of the turn runs before the decisions, not even the ungated call
 
 
@@ -233,9 +238,10 @@ def test_reject_answers_the_call_with_an_error_and_nothing_dangles(
     assert messages[1].tool_calls == [EMAIL, ADD]  # the AIMessage keeps the rejected call
     rejection = next(m for m in messages if isinstance(m, ToolMessage) and m.tool_call_id == "c_email")
     assert rejection.status == "error" and rejection.name == "send_email"
-    assert "rejected" in rejection.content and "Do not retry it" in rejection.content
+    assert "User rejected the tool call for `send_email` with id c_email" in rejection.content  # LangChain's text
+    assert "Do not retry it" in rejection.content
     if message:
-        assert f"Reviewer's message: {message}" in rejection.content
+        assert str(rejection.content).startswith(message)  # LangChain: the reviewer's message is the content
     assert_paired(messages)
     assert_paired(list(model.calls[1].messages))  # what the model was sent
     assert not any("was not executed: the run" in str(m.content) for m in messages)  # no framework closing needed
@@ -297,11 +303,13 @@ def test_per_call_mode_interrupts_once_per_gated_call(run: Runner, kit: Kit) -> 
         {"send_email": True, "delete_file": True}, interrupt_mode="per_call")], checkpointer=InMemorySaver())
     first = run(agent, {"messages": [HumanMessage("go")]}, config=config())
     (one,) = first["__interrupt__"]
-    assert [r["name"] for r in one.value["action_requests"]] == ["send_email"]
+    assert one.value["type"] == "tool_approval"  # LangChain 1.5's ToolApprovalRequest
+    assert one.value["action_request"]["name"] == "send_email"
+    assert one.value["review_config"]["allowed_decisions"] == ["approve", "edit", "reject", "respond"]
     # LangGraph's resume map, keyed by interrupt id, with one decision as the value.
     second = run(agent, Command(resume={one.id: {"type": "approve"}}), config=config())
     (two,) = second["__interrupt__"]
-    assert [r["name"] for r in two.value["action_requests"]] == ["delete_file"]
+    assert two.value["action_request"]["name"] == "delete_file"
     assert kit.ran == []  # nothing runs until every call of the turn is decided
     out = run(agent, Command(resume={"type": "reject"}), config=config())
     assert sorted(name for name, _ in kit.ran) == ["add", "send_email"]
@@ -315,23 +323,30 @@ BAD_RESUMES: list[tuple[str, Any, list[str]]] = [
     ("not a dict", "yes", ["must be a dict", "{'type': 'approve'}", "got a str ('yes')"]),
     ("decisions not a list", {"decisions": "approve"}, ["'decisions' must be a list"]),
     ("wrong count", {"decisions": [{"type": "approve"}, {"type": "approve"}]},
-     ["got 2 decision(s) for 1 reviewed call(s)", "'send_email' (call id 'c_email')"]),
+     ["Number of human decisions (2) does not match number of hanging tool calls (1).",
+      "got 2 decision(s) for 1 reviewed call(s)", "'send_email' (call id 'c_email')"]),
     ("unknown type", {"decisions": [{"type": "aprove"}]},
-     ["type 'aprove', which is not a decision type", "allowed for this tool: 'approve', 'edit', 'reject'"]),
+     ["Unexpected human decision: {'type': 'aprove'}. Decision type 'aprove' is not allowed for tool 'send_email'. "
+      "Expected one of ['approve', 'edit', 'reject'] based on the tool's configuration.", "not a decision type"]),
     ("legacy type", {"decisions": [{"type": "accept"}]}, ["'accept' is called 'approve' now"]),
     ("disallowed type", {"decisions": [{"type": "respond", "message": "no"}]},
-     ["decision type 'respond' is not allowed for 'send_email' (call id 'c_email')",
-      "allowed for this tool: 'approve', 'edit', 'reject'"]),
-    ("decision not a dict", {"decisions": ["approve"]}, ["must be a dict such as {'type': 'approve'}"]),
+     ["Decision type 'respond' is not allowed for tool 'send_email'",
+      "allowed for 'send_email' (call id 'c_email'): 'approve', 'edit', 'reject'"]),
+    ("unhashable type", {"decisions": [{"type": ["approve"]}]}, ["must be a dict with a 'type'"]),
+    ("edit args with a non-string key", {"decisions": [{"type": "edit", "edited_action": {"args": {
+        1: "x", "to": "a@b.c", "body": "b"}}}]}, ["invalid at 'edited_action.args.1.[key]'", "valid string"]),
+    ("decision not a dict", {"decisions": ["approve"]}, ["must be a dict with a 'type', such as {'type': 'approve'}"]),
     ("edit args fail the schema", {"decisions": [EDIT_BAD_ARGS]},
-     ["do not match the arguments of 'send_email'", "args.to: must be of type string", "args.body: required"]),
+     ["do not match the arguments of 'send_email'", "args.to: Input should be a valid string",
+      "args.body: Field required"]),
     ("edit of an unknown tool", {"decisions": [{"type": "edit", "edited_action": {"name": "rm_rf", "args": {}}}]},
      ["calls the tool 'rm_rf', which the model was not offered", "send_email"]),
     ("edit without edited_action", {"decisions": [{"type": "edit"}]}, ["needs 'edited_action'"]),
     ("edit with LangChain's old key", {"decisions": [{"type": "edit", "edited_action": {"name": "send_email",
      "arguments": {}}}]}, ["renamed 'arguments' to 'args'"]),
     ("unexpected key", {"decisions": [{"type": "approve", "mesage": "x"}]}, ["unexpected key(s) ['mesage']"]),
-    ("reject message not a str", {"decisions": [{"type": "reject", "message": 3}]}, ["must be a str"]),
+    ("reject message not a str", {"decisions": [{"type": "reject", "message": 3}]},
+     ["invalid at 'message': Input should be a valid string"]),
     ("unknown call id", {"decisions": {"nope": {"type": "approve"}}},
      ["unknown tool call id(s) ['nope']", "'send_email' (call id 'c_email')"]),
     ("missing call id", {"decisions": {}}, ["no decision for 'send_email' (call id 'c_email')"]),
@@ -392,9 +407,9 @@ def test_per_call_bad_resume_of_the_second_call_keeps_the_first_decision(run: Ru
     run(agent, {"messages": [HumanMessage("go")]}, config=config())
     edit = {"type": "edit", "edited_action": {"name": "send_email", "args": {"to": "z@z.z", "body": "b"}}}
     run(agent, Command(resume=edit), config=config())
-    with pytest.raises(InvalidResumeError, match="'edit' is not allowed for 'delete_file'"):
+    with pytest.raises(InvalidResumeError, match="Decision type 'edit' is not allowed for tool 'delete_file'"):
         run(agent, Command(resume={"type": "edit", "edited_action": {"args": {"path": "/"}}}), config=config())
-    assert [r["name"] for r in pending(agent)[0]["action_requests"]] == ["delete_file"]
+    assert pending(agent)[0]["action_request"]["name"] == "delete_file"
     run(agent, Command(resume={"type": "approve"}), config=config())
     assert kit.ran == [("send_email", {"to": "z@z.z", "body": "b"}), ("delete_file", {"path": "/tmp/x"})]
 
@@ -437,7 +452,7 @@ def test_edit_is_checked_against_a_configured_args_schema(run: Runner, kit: Kit)
     with pytest.raises(InvalidResumeError, match=r"args\.to: String should match pattern"):
         run(agent, Command(resume={"decisions": [outside, fine]}), config=config())
     escape = {"type": "edit", "edited_action": {"args": {"path": "/etc/passwd"}}}
-    with pytest.raises(InvalidResumeError, match=r"args\.path: must match the pattern"):
+    with pytest.raises(InvalidResumeError, match=r"args\.path: String should match pattern '\^/tmp/'"):
         run(agent, Command(resume={"decisions": [{"type": "approve"}, escape]}), config=config())
     run(agent, Command(resume={"decisions": [{"type": "approve"}, {"type": "edit", "edited_action": {
         "args": {"path": "/tmp/y"}}}]}), config=config())
@@ -589,7 +604,8 @@ def test_interrupt_in_one_process_resume_in_another_with_sqlite(tmp_path: Path) 
     assert request["action_requests"][0]["args"] == {"amount": 500, "to": "bob"}
     assert not log.exists()
     bad = step("bad")
-    assert bad["error"] == "InvalidResumeError" and "'respond' is not allowed for 'transfer'" in bad["message"]
+    assert bad["error"] == "InvalidResumeError"
+    assert "Decision type 'respond' is not allowed for tool 'transfer'" in bad["message"]
     messages = step("resume")
     assert [m["type"] for m in messages] == ["human", "ai", "tool", "ai"]
     assert messages[2]["content"].endswith("transferred 50 to bob") and messages[-1]["content"] == "done"
@@ -806,38 +822,6 @@ def test_resolved_configuration_matches_langchain() -> None:
     assert hitl.name == "HumanInTheLoopMiddleware" and hitl.interrupt_mode == "batched"
 
 
-class _Nested(TypedDict):
-    city: str
-
-
-@pytest.mark.parametrize(
-    ("value", "schema", "errors"),
-    [
-        ({"a": 1}, {"type": "object", "properties": {"a": {"type": "integer"}}}, []),
-        ({"a": 1.0}, {"properties": {"a": {"type": "integer"}}}, []),
-        ({"a": True}, {"properties": {"a": {"type": "integer"}}}, ["args.a: must be of type integer, not true"]),
-        ({"a": None}, {"properties": {"a": {"anyOf": [{"type": "string"}, {"type": "null"}]}}}, []),
-        ({"a": 3}, {"properties": {"a": {"anyOf": [{"type": "string"}, {"type": "null"}]}}},
-         ["args.a: 3 matches none of the allowed shapes"]),
-        ({"m": "c"}, {"properties": {"m": {"enum": ["a", "b"]}}}, ['args.m: must be one of ["a", "b"], not "c"']),
-        ({"n": 0}, {"properties": {"n": {"minimum": 1, "maximum": 5}}}, ["args.n: must be >= 1, not 0"]),
-        ({"n": 5}, {"properties": {"n": {"exclusiveMaximum": 5}}}, ["args.n: must be < 5, not 5"]),
-        ({"t": ["x", 1]}, {"properties": {"t": {"type": "array", "items": {"type": "string"}}}},
-         ["args.t[1]: must be of type string, not 1"]),
-        ({"addr": {}}, {"properties": {"addr": {"$ref": "#/$defs/Addr"}}, "$defs": {"Addr": {
-            "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}},
-         ["args.addr.city: required, missing"]),
-        ({"x": 1, "y": 2}, {"properties": {"x": {}}, "additionalProperties": False},
-         ["args.y: unexpected (allowed: x)"]),
-        ({"s": "ab"}, {"properties": {"s": {"minLength": 3}}}, ["args.s: needs at least 3 character(s)"]),
-        ({"q": 0.3}, {"properties": {"q": {"multipleOf": 0.1}}}, []),
-        ({"anything": object()}, {"properties": {"anything": {"format": "exotic"}}}, []),
-    ],
-)
-def test_json_schema_checker(value: Any, schema: dict[str, Any], errors: list[str]) -> None:
-    assert _json_schema_errors(value, schema) == errors
-
-
 def test_the_plan_shows_its_own_node_and_the_model_is_not_fused_with_it(kit: Kit) -> None:
     agent = create_agent(turn(EMAIL), kit.tools, middleware=[HumanInTheLoopMiddleware({"send_email": True})],
                          checkpointer=InMemorySaver())
@@ -851,7 +835,7 @@ def test_the_state_key_stays_out_of_input_and_output(run: Runner, kit: Kit) -> N
     out = run(agent, {"messages": [HumanMessage("go")]}, config=config())
     assert set(out) == {"messages", "__interrupt__"}
     assert set(agent.get_state(config()).values["human_in_the_loop_pending"]["HumanInTheLoopMiddleware"]) == {
-        "calls", "tools"
+        "calls", "tools", "deadline"
     }
     done = run(agent, Command(resume={"decisions": [{"type": "approve"}]}), config=config())
     assert set(done) == {"messages"}

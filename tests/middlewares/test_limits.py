@@ -10,6 +10,7 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 from middleware_kit import MiddlewareConfigError, MiddlewareError, create_agent
+from middleware_kit.middlewares._frozen import FrozenMiddlewareError
 from middleware_kit.middlewares.limits import (
     ModelCallLimitExceededError,
     ModelCallLimitMiddleware,
@@ -53,7 +54,7 @@ def test_run_limit_ends_the_run_with_a_message(run: Runner) -> None:
     agent = create_agent(model, [add], middleware=[ModelCallLimitMiddleware(run_limit=2)])
     result = run(agent, ask())
     assert model.call_count == 2
-    assert result["messages"][-1].content == "Model call limit reached (run limit 2/2); the run stopped here."
+    assert result["messages"][-1].content == "Model call limits exceeded: run limit (2/2)"
     assert kinds(result["messages"]) == ["HumanMessage", "AIMessage", "ToolMessage", "AIMessage", "ToolMessage",
                                          "AIMessage"]
     assert_paired(result["messages"])
@@ -67,7 +68,7 @@ def test_thread_limit_persists_across_invocations_and_run_limit_resets(run: Runn
     for _ in range(3):  # run_limit=1 each time: the run count starts again at 0
         assert run(agent, ask(), config=thread())["messages"][-1].content == "answer"
     result = run(agent, ask(), config=thread())
-    assert result["messages"][-1].content == "Model call limit reached (thread limit 3/3); the run stopped here."
+    assert result["messages"][-1].content == "Model call limits exceeded: thread limit (3/3)"
     assert model.call_count == 3
     assert agent.get_state(thread()).values["thread_model_call_count"] == 3
 
@@ -83,7 +84,8 @@ def test_exit_behavior_error_raises_with_the_counts(run: Runner) -> None:
     assert isinstance(error, MiddlewareError)
     assert (error.thread_count, error.run_count, error.thread_limit, error.run_limit) == (1, 1, None, 1)
     assert (error.middleware, error.hook) == ("ModelCallLimitMiddleware", "before_model")
-    assert "run limit 1/1" in str(error) and "exit_behavior='end'" in str(error)
+    assert str(error).startswith("Model call limits exceeded: run limit (1/1). ")
+    assert "exit_behavior='end'" in str(error)
     assert pickle.loads(pickle.dumps(error)).run_count == 1
 
 
@@ -98,27 +100,31 @@ def test_a_retried_model_call_counts_once(run: Runner) -> None:
 
 def test_several_model_limits_share_the_counts(run: Runner) -> None:
     soft = ModelCallLimitMiddleware(run_limit=2)
-    hard = ModelCallLimitMiddleware(thread_limit=10, exit_behavior="error")
-    hard.name = "HardModelLimit"
+    class HardModelLimit(ModelCallLimitMiddleware):  # a second instance needs its own name
+        pass
+
+    hard = HardModelLimit(thread_limit=10, exit_behavior="error")
     model = ScriptedChatModel([calls("add")], cycle=True)
     agent = create_agent(model, [add], middleware=[soft, hard], checkpointer=InMemorySaver())
     result = run(agent, ask(), config=thread())
-    assert model.call_count == 2 and result["messages"][-1].content.startswith("Model call limit reached")
+    assert model.call_count == 2 and result["messages"][-1].content.startswith("Model call limits exceeded")
     assert agent.get_state(thread()).values["thread_model_call_count"] == 2  # not 4
 
 
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
-        ({}, "at least one limit"),
+        ({}, r"^At least one limit must be specified \(thread_limit or run_limit\)\. ModelCallLimitMiddleware: pass"),
         ({"run_limit": -1}, "run_limit must be an int >= 0"),
         ({"thread_limit": "3"}, "thread_limit must be an int >= 0"),
-        ({"run_limit": 1, "exit_behavior": "continue"}, "exit_behavior must be one of 'end', 'error'"),
+        ({"run_limit": 1, "exit_behavior": "continue"},
+         r"^Invalid exit_behavior: continue\. Must be 'end' or 'error'\. "),
     ],
 )
 def test_model_limit_validation(kwargs: dict[str, Any], match: str) -> None:
-    with pytest.raises(MiddlewareConfigError, match=match):
+    with pytest.raises(MiddlewareConfigError, match=match) as err:
         ModelCallLimitMiddleware(**kwargs)
+    assert isinstance(err.value, ValueError) and err.value.middleware == "ModelCallLimitMiddleware"
 
 
 # -- tool calls -------------------------------------------------------------------------------------------------
@@ -130,10 +136,7 @@ def test_tool_limit_continue_refuses_the_calls_beyond_the_limit(run: Runner) -> 
     first, second, third = (c["id"] for c in result["messages"][1].tool_calls)
     assert answers[first].content == "3" and answers[third].content == "x"
     assert answers[second].status == "error"
-    assert answers[second].content == (
-        "Tool call limit reached: 'add' may not be called again. Do not retry it; continue with the information "
-        "you have."
-    )
+    assert answers[second].content == "Tool call limit exceeded. Do not call 'add' again."
     assert result["messages"][-1].content == "done"
     assert_paired(result["messages"])
     assert any(m.content == answers[second].content for m in model.calls[1].messages)  # the model was told
@@ -147,10 +150,11 @@ def test_tool_thread_limit_across_invocations(run: Runner) -> None:
         result = run(agent, ask(), config=thread())
         assert result["messages"][-2].content == "3"  # the tool ran
     result = run(agent, ask(), config=thread())
-    assert result["messages"][-2].status == "error" and "no more tool calls" in result["messages"][-2].content
+    assert result["messages"][-2].status == "error" and result["messages"][-2].content == (
+        "Tool call limit exceeded. Do not make additional tool calls.")
     values = agent.get_state(thread()).values
     assert values["thread_tool_call_count"] == {"__all__": 2}
-    assert values["run_tool_call_count"] == {"__all__": 0}
+    assert values["run_tool_call_count"] == {"__all__": 1}  # the refused call was attempted in this run
     assert_paired(result["messages"])
 
 
@@ -173,7 +177,8 @@ def test_tool_limit_error_raises_with_the_counts(run: Runner) -> None:
     assert (error.thread_count, error.run_count, error.thread_limit, error.run_limit, error.tool_name) == (
         2, 2, 1, None, "add")
     assert (error.middleware, error.hook) == ("ToolCallLimitMiddleware[add]", "after_model")
-    assert "thread 2/1" in str(error) and "exit_behavior='continue'" in str(error)
+    assert str(error).startswith("'add' tool call limit reached: thread limit exceeded (2/1 calls). ")
+    assert "exit_behavior='continue'" in str(error)
 
 
 def test_tool_limit_end_closes_every_call_and_ends(run: Runner) -> None:
@@ -187,8 +192,8 @@ def test_tool_limit_end_closes_every_call_and_ends(run: Runner) -> None:
     assert kinds(tail) == ["AIMessage", "ToolMessage", "ToolMessage", "AIMessage"]
     echo_answer, add_answer = tail[1], tail[2]  # in call order
     assert echo_answer.content.startswith("Tool call 'echo' was not executed") and echo_answer.status == "error"
-    assert add_answer.content.startswith("Tool call limit reached: 'add'") and add_answer.status == "error"
-    assert tail[-1].content == "Tool call limit reached for 'add' calls (thread limit 1/1); the run stopped here."
+    assert add_answer.content == "Tool call limit exceeded. Do not call 'add' again." and add_answer.status == "error"
+    assert tail[-1].content == "'add' tool call limit reached: thread limit exceeded (2/1 calls)."
     assert_paired(result["messages"])
     # The thread is left valid: the next invocation sends the model a complete history.
     assert run(agent, ask("again"), config=thread())["messages"][-1].content == "next run"
@@ -204,16 +209,23 @@ def test_several_tool_limits_in_one_agent(run: Runner) -> None:
     result = run(agent, ask(), config=thread())
     statuses = [(m.name, m.status) for m in result["messages"] if isinstance(m, ToolMessage)]
     assert statuses == [("add", "success"), ("echo", "success"), ("add", "error"), ("echo", "error")]
-    assert agent.get_state(thread()).values["run_tool_call_count"] == {"add": 1, "__all__": 2}
+    # Refused calls count toward the run (LangChain): add 1 ran + 1 refused; overall 2 ran + the echo call it
+    # refused (per_tool's after_model runs first and had already answered the second add call).
+    assert agent.get_state(thread()).values["run_tool_call_count"] == {"add": 2, "__all__": 3}
     assert_paired(result["messages"])
 
 
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
-        ({"tool_name": "add"}, "at least one limit"),
+        ({"tool_name": "add"}, r"^At least one limit must be specified \(thread_limit or run_limit\)\. "),
         ({"run_limit": True}, "run_limit must be an int >= 0"),
-        ({"run_limit": 1, "exit_behavior": "stop"}, "exit_behavior must be one of 'continue', 'error', 'end'"),
+        ({"run_limit": 1, "exit_behavior": "stop"},
+         r"^Invalid exit_behavior: 'stop'\. Must be one of \('continue', 'error', 'end'\)\. "),
+        ({"thread_limit": 3, "run_limit": 5},
+         r"^run_limit \(5\) cannot exceed thread_limit \(3\)\. The run limit should be less than or equal to the "
+         r"thread limit\. ToolCallLimitMiddleware: "),
+        ({"tool_name": "", "run_limit": 1}, "tool_name must be"),
     ],
 )
 def test_tool_limit_validation(kwargs: dict[str, Any], match: str) -> None:
@@ -221,7 +233,38 @@ def test_tool_limit_validation(kwargs: dict[str, Any], match: str) -> None:
         ToolCallLimitMiddleware(**kwargs)
 
 
-def test_explicit_name_wins() -> None:
-    limit = ToolCallLimitMiddleware(tool_name="add", run_limit=1)
-    limit.name = "AddBudget"
-    assert limit.name == "AddBudget"
+def test_equal_run_and_thread_limits_are_valid() -> None:
+    assert ToolCallLimitMiddleware(thread_limit=5, run_limit=5).run_limit == 5
+
+
+def test_a_subclass_names_a_second_instance() -> None:
+    class AddBudget(ToolCallLimitMiddleware):
+        pass
+
+    assert AddBudget(tool_name="add", run_limit=1).name == "AddBudget[add]"
+    assert AddBudget(run_limit=1).name == "AddBudget"
+
+
+# -- frozen configuration ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("mw", "attribute"),
+    [(ModelCallLimitMiddleware(run_limit=2), "run_limit"), (ToolCallLimitMiddleware(run_limit=2), "exit_behavior")],
+)
+def test_configuration_is_frozen(mw: Any, attribute: str) -> None:
+    with pytest.raises(FrozenMiddlewareError, match=f"cannot set '{attribute}'") as err:
+        setattr(mw, attribute, 1)
+    assert isinstance(err.value, MiddlewareConfigError) and isinstance(err.value, AttributeError)
+    with pytest.raises(FrozenMiddlewareError):
+        mw.name = "Other"
+    assert mw.run_limit == 2
+
+
+def test_replace_gives_a_working_changed_copy(run: Runner) -> None:
+    original = ToolCallLimitMiddleware(tool_name="add", run_limit=1)
+    changed = original.replace(run_limit=2)
+    assert (changed.run_limit, changed.tool_name, original.run_limit) == (2, "add", 1)
+    model = ScriptedChatModel([calls("add", "add"), "done"])
+    result = run(create_agent(model, [add], middleware=[changed]), ask())
+    assert [m.status for m in result["messages"] if isinstance(m, ToolMessage)] == ["success", "success"]
+    with pytest.raises(MiddlewareConfigError, match="cannot exceed thread_limit"):
+        original.replace(thread_limit=1, run_limit=2)  # validated again

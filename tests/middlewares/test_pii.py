@@ -16,8 +16,10 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
 from middleware_kit import MiddlewareError, create_agent, modify_model_request
+from middleware_kit.errors import MiddlewareConfigError
 from middleware_kit.middlewares._pii_detectors import luhn_valid
 from middleware_kit.middlewares.pii import (
+    Keyring,
     PIIDetectionError,
     PIIMatch,
     PIIMiddleware,
@@ -26,8 +28,9 @@ from middleware_kit.middlewares.pii import (
     detect_ip,
     detect_mac_address,
     detect_url,
+    reveal,
 )
-from middleware_kit.testing import ScriptedChatModel, make_request, make_runtime, run_model_chain, tool_call
+from middleware_kit.testing import ScriptedChatModel, make_runtime, tool_call
 from tests.conftest import Runner
 from tests.middlewares.pii_corpus import corpus
 
@@ -67,7 +70,7 @@ def sent_text(model: ScriptedChatModel) -> str:
         ("a+tag@mail.example.co.uk, USER@EXAMPLE.COM", ["a+tag@mail.example.co.uk", "USER@EXAMPLE.COM"]),
         ("mailto:bob@example.org", ["bob@example.org"]),
         ("ping @alice or user@localhost", []),
-        ("https://mail.example.com/?to=jane@example.com and ftp://user@files.example.com/", []),
+        ("https://mail.example.com/?to=jane@example.com and ftp://user@files.example.com/", ["jane@example.com"]),
         ("x..y@example.com .x@example.com x.@example.com", []),
     ],
 )
@@ -126,6 +129,8 @@ def test_luhn() -> None:
         ("zone fe80::1%eth0.", ["fe80::1%eth0"]),
         ("mapped ::ffff:192.0.2.128", ["::ffff:192.0.2.128"]),
         ("bracketed [2001:db8::1]:443", ["2001:db8::1"]),
+        ("net 10.0.0.0/8 and 2001:db8::/32", ["10.0.0.0", "2001:db8::"]),  # the address, not the prefix
+        ("see http://192.168.0.10:3000/x", ["192.168.0.10"]),  # an IP and part of the URL
     ],
 )
 def test_detect_ip_positives(text: str, expected: list[str]) -> None:
@@ -138,12 +143,10 @@ def test_detect_ip_positives(text: str, expected: list[str]) -> None:
         "version 1.2.3.4.5",
         "v1.2.3.4",
         "OID 1.3.6.1.4.1.311",
-        "net 10.0.0.0/8 and 2001:db8::/32",
         "256.1.1.1 and 01.02.03.04",
         "at 10:30:45",
         "mac 00:1A:2B:3C:4D:5E",
         "C++ std::vector and a::b",
-        "see http://192.168.0.10:3000/x",  # the URL is the entity
         "3.11.7",
     ],
 )
@@ -212,7 +215,8 @@ def test_corpus_meets_the_f1_targets() -> None:
 
 # -- construction ----------------------------------------------------------------------------------------------
 def test_unknown_type_without_detector_raises() -> None:
-    with pytest.raises(ValueError, match="Unknown PII type 'ssn'"):
+    expected = r"^Unknown PII type: ssn\. Must be one of \[.email., .credit_card., .ip., .mac_address., .url.\] or"
+    with pytest.raises(ValueError, match=expected):
         PIIMiddleware("ssn")
 
 
@@ -238,18 +242,13 @@ def test_name_includes_the_type() -> None:
 def test_custom_detectors(detector: Any) -> None:
     mw = PIIMiddleware("employee_id", detector=detector)
     assert values(mw.detect("ids EMP-123456 and EMP-654321.")) == ["EMP-123456", "EMP-654321"]
-    request = make_request(messages=[HumanMessage("ids EMP-123456.")])
-    seen: list[Any] = []
-    run_model_chain(mw, request, lambda r: seen.append(r) or AIMessage("ok"))
-    assert seen[0].messages[0].content == "ids [REDACTED_EMPLOYEE_ID]."
+    assert scrubbed(mw, "ids EMP-123456.") == "ids [REDACTED_EMPLOYEE_ID]."
 
 
 # -- strategies (one model call through the request backstop) --------------------------------------------------
 def scrubbed(mw: PIIMiddleware, text: str, runtime: Any = None) -> str:
-    request = make_request(messages=[HumanMessage(text)], runtime=runtime)
-    seen: list[Any] = []
-    run_model_chain(mw, request, lambda r: seen.append(r) or AIMessage("ok"))
-    return str(seen[0].messages[0].content)
+    guarded = mw.guard_messages([HumanMessage(text)], runtime)
+    return text if guarded is None else str(guarded[0].content)
 
 
 @pytest.mark.parametrize(
@@ -437,12 +436,25 @@ def test_messages_added_to_the_request_are_covered(run: Runner) -> None:
 
 
 def test_several_instances_and_progress_counts(mode: str) -> None:
-    model = ScriptedChatModel(["ok"])
+    """Progress events come from guards that run inside a node (here: the tool's result); the graph input is
+    guarded by the messages reducer, outside any node, where no stream writer exists."""
+
+    @tool
+    def lookup() -> str:
+        """Look it up."""
+        return f"{EMAIL} and bob@example.org from 10.0.0.7, see https://example.com"
+
+    model = ScriptedChatModel([AIMessage("", tool_calls=[tool_call("lookup", {})]), "ok"])
     agent = create_agent(
-        model, middleware=[PIIMiddleware("email"), PIIMiddleware("ip", strategy="mask"), PIIMiddleware("url")]
+        model,
+        [lookup],
+        middleware=[
+            PIIMiddleware("email", apply_to_tool_results=True),
+            PIIMiddleware("ip", strategy="mask", apply_to_tool_results=True),
+            PIIMiddleware("url", apply_to_tool_results=True),
+        ],
     )
-    text = f"{EMAIL} and bob@example.org from 10.0.0.7, see https://example.com"
-    events = [e for e in stream_custom(agent, {"messages": [HumanMessage(text)]}, mode) if e.get("event") == "pii"]
+    events = [e for e in stream_custom(agent, {"messages": [HumanMessage("go")]}, mode) if e.get("event") == "pii"]
     counts = {e["middleware"]: e["counts"] for e in events}
     assert counts == {
         "PIIMiddleware[email]": {"email": 2},
@@ -451,7 +463,7 @@ def test_several_instances_and_progress_counts(mode: str) -> None:
     }
     assert all(EMAIL not in repr(e) and "10.0.0.7" not in repr(e) for e in events)
     assert (
-        model.calls[0].messages[0].content == "[REDACTED_EMAIL] and [REDACTED_EMAIL] from *.*.*.7, see [REDACTED_URL]"
+        model.calls[1].messages[-1].content == "[REDACTED_EMAIL] and [REDACTED_EMAIL] from *.*.*.7, see [REDACTED_URL]"
     )
 
 
@@ -460,20 +472,38 @@ def test_per_tenant_salt_from_context(run: Runner) -> None:
     class Tenant:
         tenant_salt: str
 
-    model = ScriptedChatModel(["ok"], cycle=True)
-    agent = create_agent(
-        model,
-        middleware=[PIIMiddleware("email", strategy="hash", salt=lambda runtime: runtime.context.tenant_salt)],
-        context_schema=Tenant,
-    )
-    a = run(agent, {"messages": [HumanMessage(EMAIL)]}, context=Tenant("a"))["messages"][0].content
-    a2 = run(agent, {"messages": [HumanMessage(EMAIL)]}, context=Tenant("a"))["messages"][0].content
-    b = run(agent, {"messages": [HumanMessage(EMAIL)]}, context=Tenant("b"))["messages"][0].content
+    model = ScriptedChatModel([f"write to {EMAIL}"], cycle=True)
+    mw = PIIMiddleware("email", strategy="hash", salt=lambda runtime: runtime.context.tenant_salt, apply_to_output=True)
+    agent = create_agent(model, middleware=[mw], context_schema=Tenant)
+
+    def answer(tenant: str) -> str:
+        result = run(agent, {"messages": [HumanMessage(f"I am {EMAIL}")]}, context=Tenant(tenant))
+        return str(result["messages"][1].content)
+
+    a, a2, b = answer("a"), answer("a"), answer("b")
     assert a == a2 != b
-    assert a.startswith("<email_hash:")
+    assert a.startswith("write to <email_hash:")
+    assert a == "write to " + scrubbed(PIIMiddleware("email", strategy="hash", salt="a"), EMAIL)
+    # The graph input is guarded before the run exists (no runtime, no tenant): its values are sealed under a
+    # process-only key, then hashed with the tenant's salt by before_agent, the run's first step.
+    saver = InMemorySaver()
+    agent = create_agent(model, middleware=[mw], context_schema=Tenant, checkpointer=saver)
+    config: Any = {"configurable": {"thread_id": "t"}}
+    first = run(agent, {"messages": [HumanMessage(f"I am {EMAIL}")]}, config=config, context=Tenant("a"))
+    assert first["messages"][0].content == "I am " + scrubbed(PIIMiddleware("email", strategy="hash", salt="a"), EMAIL)
+    assert EMAIL.encode() not in repr([saver.storage, saver.writes, saver.blobs]).encode()
+    assert EMAIL not in sent_text(model)
 
 
 # -- placeholders ----------------------------------------------------------------------------------------------
+KEY = "test-deployment-key-0123456789abcdef"
+
+
+def ph(value: str, pii_type: str = "email") -> str:
+    """The placeholder of ``value`` under the test key."""
+    return Keyring.of(KEY).name(pii_type, value)
+
+
 def email_agent(model: ScriptedChatModel, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
     sent: dict[str, Any] = {}
 
@@ -486,54 +516,58 @@ def email_agent(model: ScriptedChatModel, **kwargs: Any) -> tuple[Any, dict[str,
     agent = create_agent(
         model,
         [send_email],
-        middleware=[PIIMiddleware("email", strategy="placeholder", **kwargs)],
+        middleware=[PIIMiddleware("email", strategy="placeholder", key=KEY, **kwargs)],
         checkpointer=InMemorySaver(),
     )
     return agent, sent
 
 
 def test_placeholders_restored_in_tool_arguments(run: Runner) -> None:
+    bob = "bob@example.org"
     model = ScriptedChatModel(
         [
             AIMessage(
                 "",
-                tool_calls=[tool_call("send_email", {"to": "<EMAIL_1>", "cc": ["<EMAIL_2>"], "body": "Hi <EMAIL_1>!"})],
+                tool_calls=[tool_call("send_email", {"to": ph(EMAIL), "cc": [ph(bob)], "body": f"Hi {ph(EMAIL)}!"})],
             ),
-            "Sent to <EMAIL_1>.",
+            f"Sent to {ph(EMAIL)}.",
         ]
     )
     agent, sent = email_agent(model, apply_to_tool_results=True)
     config = {"configurable": {"thread_id": "t1"}}
-    result = run(agent, {"messages": [HumanMessage(f"email {EMAIL}, cc bob@example.org")]}, config=config)
+    result = run(agent, {"messages": [HumanMessage(f"email {EMAIL}, cc {bob}")]}, config=config)
 
-    assert model.calls[0].messages[0].content == "email <EMAIL_1>, cc <EMAIL_2>"
-    assert sent["calls"] == [{"to": EMAIL, "cc": ["bob@example.org"], "body": f"Hi {EMAIL}!"}]
-    assert EMAIL not in sent_text(model) and "bob@example.org" not in sent_text(model)
-    assert result["messages"][2].content == "sent to <EMAIL_1>"  # the tool echoed it; scrubbed before the model
-    assert "pii_placeholders" not in result  # private
-    mapping = agent.get_state(config).values["pii_placeholders"]
-    assert mapping == {"<EMAIL_1>": EMAIL, "<EMAIL_2>": "bob@example.org"}
+    assert model.calls[0].messages[0].content == f"email {ph(EMAIL)}, cc {ph(bob)}"
+    assert re.fullmatch(r"<EMAIL_[0-9a-f]{8}>", ph(EMAIL)) and ph(EMAIL) != ph(bob)
+    assert sent["calls"] == [{"to": EMAIL, "cc": [bob], "body": f"Hi {EMAIL}!"}]
+    assert EMAIL not in sent_text(model) and bob not in sent_text(model) and "pii1." not in sent_text(model)
+    assert result["messages"][2].content == f"sent to {ph(EMAIL)}"  # the tool echoed it; a placeholder again
+    assert EMAIL not in repr(result) and bob not in repr(result)
+    state = agent.get_state(config).values
+    assert "pii_placeholders" not in state
+    assert reveal(result["messages"][2].content, messages=state["messages"], key=KEY) == f"sent to {EMAIL}"
 
 
 def test_placeholders_are_stable_within_a_thread_and_scoped_to_it(run: Runner) -> None:
+    carol = "carol@example.com"
     model = ScriptedChatModel(
         [
             "ok",
-            AIMessage("", tool_calls=[tool_call("send_email", {"to": "<EMAIL_1>", "cc": [], "body": "x"})]),
+            AIMessage("", tool_calls=[tool_call("send_email", {"to": ph(EMAIL), "cc": [], "body": "x"})]),
             "done",
-            AIMessage("", tool_calls=[tool_call("send_email", {"to": "<EMAIL_1>", "cc": [], "body": "x"})]),
+            AIMessage("", tool_calls=[tool_call("send_email", {"to": ph(EMAIL), "cc": [], "body": "x"})]),
             "done",
         ]
     )
     agent, sent = email_agent(model)
     t1 = {"configurable": {"thread_id": "t1"}}
     run(agent, {"messages": [HumanMessage(f"I am {EMAIL}")]}, config=t1)
-    run(agent, {"messages": [HumanMessage(f"again {EMAIL}, and carol@example.com")]}, config=t1)
-    assert model.calls[1].messages[-1].content == "again <EMAIL_1>, and <EMAIL_2>"
+    run(agent, {"messages": [HumanMessage(f"again {EMAIL}, and {carol}")]}, config=t1)
+    assert model.calls[1].messages[-1].content == f"again {ph(EMAIL)}, and {ph(carol)}"
     assert sent["calls"][0]["to"] == EMAIL
 
     run(agent, {"messages": [HumanMessage("no address here")]}, config={"configurable": {"thread_id": "t2"}})
-    assert sent["calls"][1]["to"] == "<EMAIL_1>"  # another thread knows no mapping: nothing to restore
+    assert sent["calls"][1]["to"] == ph(EMAIL)  # another thread holds no sealed value: nothing to restore
 
 
 def test_placeholder_model_output_is_scrubbed_and_restored(run: Runner) -> None:
@@ -542,16 +576,31 @@ def test_placeholder_model_output_is_scrubbed_and_restored(run: Runner) -> None:
     )
     agent, sent = email_agent(model, apply_to_output=True)
     result = run(agent, {"messages": [HumanMessage("go")]}, config={"configurable": {"thread_id": "t"}})
-    assert result["messages"][1].tool_calls[0]["args"]["to"] == "<EMAIL_1>"
+    assert result["messages"][1].tool_calls[0]["args"]["to"] == ph(EMAIL)
     assert sent["calls"][0]["to"] == EMAIL
+    assert result["messages"][2].content == f"sent to {ph(EMAIL)}"  # echoed: back to its placeholder
 
 
-def test_system_message_is_not_touched() -> None:
-    request = make_request(messages=[HumanMessage(EMAIL)]).override(system_message=SystemMessage("admin@corp.com"))
-    seen: list[Any] = []
-    run_model_chain(PIIMiddleware("email"), request, lambda r: seen.append(r) or AIMessage("ok"))
-    assert seen[0].system_prompt == "admin@corp.com"
-    assert seen[0].messages[0].content == "[REDACTED_EMAIL]"
+def test_placeholder_needs_a_key() -> None:
+    with pytest.raises(
+        MiddlewareConfigError, match=r"PIIMiddleware\[email\]: strategy='placeholder' needs key="
+    ) as info:
+        PIIMiddleware("email", strategy="placeholder")
+    assert info.value.hook == "key" and isinstance(info.value, ValueError)
+    with pytest.raises(MiddlewareConfigError, match="at least 32 bytes") as short:
+        PIIMiddleware("email", strategy="placeholder", key="short")
+    assert short.value.hook == "key"
+    with pytest.raises(MiddlewareConfigError, match="only used by strategy='placeholder'"):
+        PIIMiddleware("email", key=KEY)
+
+
+def test_system_message_is_not_touched(run: Runner) -> None:
+    model = ScriptedChatModel(["ok"])
+    agent = create_agent(model, system_prompt="admin@corp.com", middleware=[PIIMiddleware("email")])
+    run(agent, {"messages": [HumanMessage(EMAIL)]})
+    assert isinstance(model.calls[0].messages[0], SystemMessage)
+    assert model.calls[0].messages[0].content == "admin@corp.com"
+    assert model.calls[0].messages[1].content == "[REDACTED_EMAIL]"
 
 
 def test_tool_result_returned_as_a_command(run: Runner) -> None:
@@ -574,25 +623,24 @@ def test_block_output(run: Runner) -> None:
     )
     with pytest.raises(PIIDetectionError) as info:
         run(agent, {"messages": [HumanMessage("who?")]})
-    assert info.value.where == "output" and info.value.hook == "after_model"
+    assert info.value.where == "output" and info.value.hook == "wrap_model_call"
     assert EMAIL not in str(info.value)
 
 
 def test_hooks_can_be_called_directly() -> None:
-    mw = PIIMiddleware("email", strategy="placeholder")
-    update = mw.before_model({"messages": [HumanMessage(f"hi {EMAIL}", id="h1")]}, None)  # type: ignore[arg-type]
-    assert update is not None
-    assert update["messages"][0].content == "hi <EMAIL_1>" and update["messages"][0].id == "h1"
-    assert update["pii_placeholders"] == {"<EMAIL_1>": EMAIL}
-    assert mw.before_model({"messages": [HumanMessage("nothing")]}, None) is None  # type: ignore[arg-type]
+    mw = PIIMiddleware("email", strategy="placeholder", key=KEY)
+    guarded = mw.guard_messages([HumanMessage(f"hi {EMAIL}", id="h1")], None)
+    assert guarded is not None
+    assert guarded[0].content == f"hi {ph(EMAIL)}" and guarded[0].id == "h1"
+    sealed = guarded[0].response_metadata["pii_vault"]
+    assert list(sealed) == [ph(EMAIL)] and EMAIL not in repr(sealed)
+    assert Keyring.of(KEY).open(sealed[ph(EMAIL)]) == EMAIL
+    assert mw.guard_messages(guarded, None) is None  # idempotent
+    assert mw.guard_messages([HumanMessage("nothing")], None) is None
 
 
 def test_clean_texts_are_memoized_only_for_pure_detectors() -> None:
-    from langchain_core.messages import HumanMessage as Human
-
-    from middleware_kit.testing import run_hook
-
-    state = {"messages": [Human("nothing to see here"), Human("still nothing")]}
+    messages = [HumanMessage("nothing to see here"), HumanMessage("still nothing")]
     calls: list[str] = []
 
     def blocklist(text: str) -> list[dict[str, Any]]:  # impure on purpose: the blocklist may change
@@ -600,11 +648,95 @@ def test_clean_texts_are_memoized_only_for_pure_detectors() -> None:
         return []
 
     custom = PIIMiddleware("secret", detector=blocklist)
-    run_hook(custom, "before_model", state)
-    run_hook(custom, "before_model", state)
+    custom.guard_messages(messages, None)
+    custom.guard_messages(messages, None)
     assert len(calls) == 4  # a custom function is asked every time
 
     builtin = PIIMiddleware("email")
-    assert run_hook(builtin, "before_model", state) is None
+    assert builtin.guard_messages(messages, None) is None
     assert builtin.detect("mail me at a@b.co")[0]["value"] == "a@b.co"  # memo holds clean texts only
-    assert run_hook(builtin, "before_model", {"messages": [Human("write to x@y.org")]}) is not None
+    assert builtin.guard_messages([HumanMessage("write to x@y.org")], None) is not None
+
+
+def test_memo_is_bounded_in_bytes_and_holds_no_text() -> None:
+    mw = PIIMiddleware("email", memo_bytes=100_000)
+    memo = mw._clean
+    assert memo is not None
+    for i in range(20_000):
+        mw.detect(f"clean text number {i} " + "x" * 1000)  # 20 MB of clean text seen
+    assert memo.bytes_used <= 100_000
+    assert all(isinstance(d, bytes) and len(d) == 16 for d in memo._seen)
+    assert PIIMiddleware("email", memo_bytes=0)._clean is None
+    with pytest.raises(MiddlewareConfigError, match="memo_bytes") as info:
+        PIIMiddleware("email", memo_bytes=-1)
+    assert info.value.hook == "memo_bytes"
+
+
+def test_a_tool_exception_gets_placeholders_back(run: Runner) -> None:
+    from middleware_kit.middlewares.tool_error import ToolErrorMiddleware
+
+    @tool
+    def send_email(to: str) -> str:
+        """Send an email."""
+        err = ValueError(f"mailbox {to} is full")
+        err.add_note(f"while sending to {to}")
+        raise err
+
+    model = ScriptedChatModel([AIMessage("", tool_calls=[tool_call("send_email", {"to": ph(EMAIL)})]), "sorry"])
+    saver = InMemorySaver()
+    agent = create_agent(
+        model,
+        [send_email],
+        middleware=[ToolErrorMiddleware(), PIIMiddleware("email", strategy="placeholder", key=KEY)],
+        checkpointer=saver,
+    )
+    config: Any = {"configurable": {"thread_id": "t"}}
+    result = run(agent, {"messages": [HumanMessage(f"mail {EMAIL}")]}, config=config)
+    assert EMAIL not in repr(result) and EMAIL not in sent_text(model)
+    assert ph(EMAIL) in str(result["messages"][2].content)
+
+
+def test_provider_raw_tool_call_json_is_scrubbed(run: Runner) -> None:
+    raw = {
+        "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "x", "arguments": f'{{"to": "{EMAIL}"}}'}}]
+    }
+    model = ScriptedChatModel([AIMessage(f"to {EMAIL}", additional_kwargs=raw)], default="done")
+
+    @tool
+    def x(to: str) -> str:
+        """X."""
+        return "ok"
+
+    agent = create_agent(model, [x], middleware=[PIIMiddleware("email", apply_to_output=True)])
+    result = run(agent, {"messages": [HumanMessage("hi")]})
+    assert EMAIL not in repr(result)
+    message = result["messages"][1]
+    assert "[REDACTED_EMAIL]" in message.additional_kwargs["tool_calls"][0]["function"]["arguments"]
+    assert message.tool_calls[0]["args"] == {"to": "[REDACTED_EMAIL]"}
+
+
+def test_update_state_goes_through_the_guard() -> None:
+    saver = InMemorySaver()
+    agent = create_agent(ScriptedChatModel(["ok"]), middleware=[PIIMiddleware("email")], checkpointer=saver)
+    config: Any = {"configurable": {"thread_id": "t"}}
+    agent.invoke({"messages": [HumanMessage("hi")]}, config)
+    agent.update_state(config, {"messages": [HumanMessage(f"late {EMAIL}")]})
+    assert EMAIL not in repr(agent.get_state(config).values)
+    assert EMAIL.encode() not in repr([saver.storage, saver.writes, saver.blobs]).encode()
+
+
+def test_placeholders_of_a_custom_type_with_any_name(run: Runner) -> None:
+    got: list[str] = []
+
+    @tool
+    def open_ticket(employee: str) -> str:
+        """Open a ticket."""
+        got.append(employee)
+        return f"ticket for {employee}"
+
+    name = Keyring.of(KEY).name("employee-id", "EMP-123456")
+    model = ScriptedChatModel([AIMessage("", tool_calls=[tool_call("open_ticket", {"employee": name})]), "ok"])
+    mw = PIIMiddleware("employee-id", detector=r"\bEMP-\d{6}\b", strategy="placeholder", key=KEY)
+    agent = create_agent(model, [open_ticket], middleware=[mw], checkpointer=InMemorySaver())
+    result = run(agent, {"messages": [HumanMessage("for EMP-123456")]}, config={"configurable": {"thread_id": "t"}})
+    assert got == ["EMP-123456"] and "EMP-123456" not in repr(result)

@@ -1,4 +1,4 @@
-"""ModelRetryMiddleware and ToolRetryMiddleware: fault injection with the scripted model, tenacity's sleep replaced."""
+"""ModelRetryMiddleware and ToolRetryMiddleware: fault injection with the scripted model, the waits recorded."""
 
 from __future__ import annotations
 
@@ -18,10 +18,12 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command, interrupt
 
 from middleware_kit import MiddlewareConfigError, MiddlewareError, create_agent, wrap_model_call
+from middleware_kit.middlewares._frozen import FrozenMiddlewareError
 from middleware_kit.middlewares.retry import (
     ModelRetryMiddleware,
     RetryAttempt,
     ToolRetryMiddleware,
+    calculate_delay,
     current_attempt,
     current_retry,
     is_retryable,
@@ -507,7 +509,7 @@ def test_tool_budget_is_spent_in_state(run: Runner) -> None:
 
 
 def test_real_sleeps_are_within_bounds(run: Runner) -> None:
-    """With tenacity's real sleep: the gaps between attempts are at least the computed backoff."""
+    """With the real sleep: the gaps between attempts are at least the computed backoff."""
     stamps: list[float] = []
 
     def failing(messages: list[BaseMessage]) -> str:
@@ -585,19 +587,45 @@ def test_harness_runs_the_chain_without_a_graph() -> None:
     assert response.result[-1].content == "ok" and delays == [1.0]  # type: ignore[union-attr]
 
 
-def test_module_level_sleep_is_looked_up_at_call_time(run: Runner, monkeypatch: pytest.MonkeyPatch) -> None:
-    import middleware_kit.middlewares.retry as retry_module
+def test_the_flow_sleep_is_the_patch_point(run: Runner, monkeypatch: pytest.MonkeyPatch, mode: str) -> None:
+    """The waits are flow sleeps (``yield Sleep(delay)``): patch ``middleware_kit.flow.sleep``/``asleep``."""
+    import middleware_kit.flow as flow_module
 
-    slept: list[float] = []
+    slept: list[tuple[str, float]] = []
+
+    def fake_sleep(seconds: float) -> None:
+        slept.append(("sleep", seconds))
 
     async def fake_asleep(seconds: float) -> None:
-        slept.append(seconds)
+        slept.append(("asleep", seconds))
 
-    monkeypatch.setattr(retry_module, "sleep", slept.append)
-    monkeypatch.setattr(retry_module, "asleep", fake_asleep)
-    model = ScriptedChatModel([ConnectionError(), "ok"])
+    monkeypatch.setattr(flow_module, "sleep", fake_sleep)
+    monkeypatch.setattr(flow_module, "asleep", fake_asleep)
+    model = ScriptedChatModel([ConnectionError(), TimeoutError(), "ok"])
     assert run(create_agent(model, middleware=[ModelRetryMiddleware(jitter=False)]), Q)["messages"][-1].content == "ok"
-    assert slept == [1.0]
+    kind = "sleep" if mode == "invoke" else "asleep"  # time.sleep under invoke, asyncio.sleep under ainvoke
+    assert slept == [(kind, 1.0), (kind, 2.0)]
+
+
+def test_the_hooks_are_single_flows() -> None:
+    import inspect
+
+    for cls in (ModelRetryMiddleware, ToolRetryMiddleware):
+        hook = cls.wrap_model_call if cls is ModelRetryMiddleware else cls.wrap_tool_call
+        assert inspect.isgeneratorfunction(hook)
+        assert "awrap_model_call" not in cls.__dict__ and "awrap_tool_call" not in cls.__dict__
+
+
+def test_an_async_custom_sleep_is_awaited_to_completion(run: Runner) -> None:
+    waited: list[float] = []
+
+    async def nap(seconds: float) -> None:
+        await asyncio.sleep(0)
+        waited.append(seconds)
+
+    model = ScriptedChatModel([ConnectionError(), "ok"])
+    agent = create_agent(model, middleware=[ModelRetryMiddleware(jitter=False, sleep=nap)])
+    assert run(agent, Q)["messages"][-1].content == "ok" and waited == [1.0]
 
 
 def test_tool_budget_spend_merges_into_a_command_result(run: Runner) -> None:
@@ -617,3 +645,103 @@ def test_tool_budget_spend_merges_into_a_command_result(run: Runner) -> None:
     result = run(agent, Q, config=config)
     assert result["messages"][2].content == "remembered x"
     assert agent.get_state(config).values["retry_budget_spent"] == {"ToolRetryMiddleware": 1}
+
+
+# -- LangChain 1.5 compatibility --------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("kwargs", "sentence"),
+    [
+        ({"max_retries": -1}, "max_retries must be >= 0"),
+        ({"initial_delay": -1}, "initial_delay must be >= 0"),
+        ({"max_delay": -1}, "max_delay must be >= 0"),
+        ({"backoff_factor": -1}, "backoff_factor must be >= 0"),
+        ({"initial_delay": -1, "backoff_factor": -1}, "initial_delay must be >= 0"),  # LangChain's order
+    ],
+)
+@pytest.mark.parametrize("cls", [ModelRetryMiddleware, ToolRetryMiddleware])
+def test_messages_start_with_langchains_sentence(cls: type, kwargs: dict[str, Any], sentence: str) -> None:
+    with pytest.raises(ValueError) as err:
+        cls(**kwargs)
+    assert str(err.value).startswith(f"{sentence}. {cls.__name__}: got -1")
+    assert isinstance(err.value, MiddlewareConfigError) and err.value.middleware == cls.__name__
+
+
+@pytest.mark.parametrize(("legacy", "current"), [("raise", "error"), ("return_message", "continue")])
+@pytest.mark.parametrize("cls", [ModelRetryMiddleware, ToolRetryMiddleware])
+def test_deprecated_on_failure_warns_like_langchain_at_the_callers_line(cls: type, legacy: str, current: str) -> None:
+    with pytest.warns(DeprecationWarning) as record:
+        mw = cls(on_failure=legacy)
+    assert str(record[0].message).startswith(
+        f"on_failure='{legacy}' is deprecated and will be removed in a future version. Use "
+        f"on_failure='{current}' instead."
+    )
+    assert record[0].filename == __file__  # points at the user's call, not into middleware_kit
+    assert mw.on_failure == current
+
+
+def test_deprecated_raise_behaves_like_error(run: Runner) -> None:
+    with pytest.warns(DeprecationWarning):
+        mw = ToolRetryMiddleware(max_retries=1, on_failure="raise", sleep=lambda s: None)  # type: ignore[arg-type]
+
+    @tool
+    def broken(x: int) -> str:
+        """Always fails."""
+        raise ConnectionError("down")
+
+    model = ScriptedChatModel([calls_tool("broken", x=1), "never"])
+    with pytest.raises(ConnectionError, match="down"):
+        run(create_agent(model, [broken], middleware=[mw]), Q)
+
+
+def test_calculate_delay_follows_langchains_formula() -> None:
+    assert calculate_delay(0, backoff_factor=2.0, initial_delay=1.0, max_delay=60.0, jitter=False) == 1.0
+    assert calculate_delay(3, backoff_factor=2.0, initial_delay=1.0, max_delay=60.0, jitter=False) == 8.0
+    assert calculate_delay(10, backoff_factor=2.0, initial_delay=1.0, max_delay=60.0, jitter=False) == 60.0
+    assert calculate_delay(5, backoff_factor=0.0, initial_delay=2.0, max_delay=60.0, jitter=False) == 2.0
+    for n in range(8):
+        delay = calculate_delay(n, backoff_factor=2.0, initial_delay=1.0, max_delay=10.0, jitter=True)
+        base = min(10.0, 2.0**n)
+        assert 0.75 * base <= delay <= min(10.0, 1.25 * base)  # ±25%, never above max_delay
+
+
+def test_the_middleware_waits_what_calculate_delay_says(run: Runner) -> None:
+    delays: list[float] = []
+    model = ScriptedChatModel([ConnectionError(), ConnectionError(), ConnectionError(), "ok"])
+    mw = ModelRetryMiddleware(max_retries=3, initial_delay=0.5, backoff_factor=3.0, jitter=False, sleep=delays.append)
+    assert run(create_agent(model, middleware=[mw]), Q)["messages"][-1].content == "ok"
+    assert delays == [
+        calculate_delay(n, backoff_factor=3.0, initial_delay=0.5, max_delay=60.0, jitter=False) for n in range(3)
+    ]
+
+
+# -- frozen configuration ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("cls", [ModelRetryMiddleware, ToolRetryMiddleware])
+def test_configuration_is_frozen(cls: type) -> None:
+    mw = cls(max_retries=1)
+    with pytest.raises(FrozenMiddlewareError, match="cannot set 'max_retries'"):
+        mw.max_retries = 5
+    with pytest.raises(FrozenMiddlewareError):
+        mw.on_failure = "error"
+    assert mw.max_retries == 1
+
+
+def test_replace_gives_a_working_changed_copy(run: Runner) -> None:
+    delays: list[float] = []
+    original = ModelRetryMiddleware(max_retries=0, jitter=False, sleep=delays.append)
+    changed = original.replace(max_retries=2, budget=5)
+    assert (original.max_retries, changed.max_retries, changed.budget) == (0, 2, 5)
+    model = ScriptedChatModel([ConnectionError(), "ok"])
+    agent = create_agent(model, middleware=[changed], checkpointer=InMemorySaver())
+    config: Any = {"configurable": {"thread_id": "t"}}
+    assert run(agent, Q, config=config)["messages"][-1].content == "ok"
+    assert agent.get_state(config).values["retry_budget_spent"] == {"ModelRetryMiddleware": 1}
+    with pytest.raises(MiddlewareConfigError, match="max_retries must be >= 0"):
+        original.replace(max_retries=-1)
+
+
+def test_mutating_the_tools_list_afterwards_changes_nothing() -> None:
+    names = ["search"]
+    mw = ToolRetryMiddleware(tools=names)
+    names.append("add")
+    assert mw.tools_to_retry == frozenset({"search"})
+    assert mw.replace().tools_to_retry == frozenset({"search"})

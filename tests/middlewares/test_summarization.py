@@ -6,6 +6,7 @@ import asyncio
 import gzip
 import hashlib
 import json
+import warnings
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -21,8 +22,9 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.checkpoint.memory import InMemorySaver
 
-from middleware_kit import create_agent, wrap_model_call
+from middleware_kit import MiddlewareConfigError, create_agent, wrap_model_call
 from middleware_kit.middlewares import _tokens, summarization
+from middleware_kit.middlewares._frozen import FrozenMiddlewareError
 from middleware_kit.middlewares._tokens import (
     NO_PACKAGED_ENV,
     TiktokenCounter,
@@ -132,20 +134,18 @@ def test_counts_are_memoized_by_content_not_only_by_id() -> None:
 
 
 def test_the_request_counts_system_prompt_and_tools() -> None:
-    seen: list[int] = []
-    mw = SummarizationMiddleware(summarizer_model(), trigger=("tokens", 10**9))
-    original = mw._request_tokens
-
-    def spy(request: Any, messages: Any) -> int:
-        seen.append(original(request, messages))
-        return seen[-1]
-
-    mw._request_tokens = spy  # type: ignore[method-assign]
     messages = [HumanMessage("hi")]
     request = make_request(messages, system_prompt="You are terse.", tools=[add])
-    run_model_chain(mw, request, handler=lambda r: AIMessage("ok"))
     counter = TiktokenCounter("cl100k_base")
-    assert seen == [counter([SystemMessage("You are terse."), *messages]) + counter.count_tools([add])]
+    expected = counter([SystemMessage("You are terse."), *messages]) + counter.count_tools([add])
+    mw = SummarizationMiddleware(summarizer_model(), trigger=("tokens", 10**9))
+    assert mw._request_tokens(request, messages) == expected
+    # The trigger compares that total: it fires at exactly that many tokens (inclusive), not one below.
+    longer = make_request([AIMessage("earlier"), *messages], system_prompt="You are terse.", tools=[add])
+    total = mw._request_tokens(longer, list(longer.messages))
+    at = SummarizationMiddleware(summarizer_model(), trigger=("tokens", total), keep=("messages", 0))
+    above = SummarizationMiddleware(summarizer_model(), trigger=("tokens", total + 1), keep=("messages", 0))
+    assert at._plan(longer) is not None and above._plan(longer) is None
 
 
 # -- offline vocabulary resolution -----------------------------------------------------------------------------
@@ -238,38 +238,132 @@ def test_default_trigger() -> None:
 
 
 @pytest.mark.parametrize(
-    ("kwargs", "error", "match"),
+    ("kwargs", "sentence"),
     [
-        ({"trigger": ("bananas", 3)}, ValueError, "unsupported context size type 'bananas'"),
-        ({"trigger": ("tokens", "many")}, TypeError, "must be a number"),
-        ({"trigger": ("tokens", 0)}, ValueError, "'tokens' must be a positive number"),
-        ({"trigger": ("messages", 2.5)}, ValueError, "'messages' must be a positive int"),
-        ({"trigger": ("fraction", 1.5)}, ValueError, r"'fraction' must be in \(0, 1\]"),
-        ({"trigger": ("fraction", 0.5)}, ValueError, "profile"),
-        ({"trigger": {}}, ValueError, "at least one condition"),
-        ({"trigger": []}, TypeError, "trigger must be"),
-        ({"trigger": "often"}, TypeError, "trigger must be"),
-        ({"keep": ("messages", -1)}, ValueError, "keep: 'messages' must be an int >= 0"),
-        ({"keep": ["messages", 3]}, TypeError, "keep must be"),
-        ({"keep": ("tokens", float("nan"))}, ValueError, "finite"),
-        ({"summary_prompt": "Summarize please"}, ValueError, "must contain '{messages}'"),
-        ({"trim_tokens_to_summarize": 0}, ValueError, "trim_tokens_to_summarize"),
-        ({"token_counter": "exact"}, TypeError, "token_counter must be"),
-        ({"on_failure": "ignore"}, ValueError, "on_failure"),
+        # LangChain 1.5's sentences first (users match on them), then which class and parameter.
+        ({"trigger": ("bananas", 3)}, "Unsupported context size type bananas for trigger."),
+        ({"trigger": ("tokens", "many")}, "trigger values must be numbers, got 'many'."),
+        ({"trigger": ("tokens", 0)}, "trigger thresholds must be greater than 0, got 0"),
+        ({"trigger": ("messages", 2.5)}, "trigger thresholds must be integers, got 2.5."),
+        ({"trigger": ("tokens", 1000.0)}, "trigger thresholds must be integers, got 1000.0."),
+        ({"trigger": ("fraction", 1.5)}, "Fractional trigger values must be between 0 and 1, got 1.5"),
+        ({"trigger": ("fraction", 0.5)}, "Model profile information is required to use fractional token limits"),
+        ({"keep": ("fraction", 0.5)}, "Model profile information is required to use fractional token limits"),
+        ({"trigger": {}}, "trigger: a dict clause needs at least one condition"),
+        ({"trigger": {"tokens": "x"}}, "trigger values must be numbers, got 'x'."),
+        ({"trigger": []}, "trigger must be"),
+        ({"trigger": "often"}, "trigger must be"),
+        ({"trigger": [("tokens", 10), [("messages", 3)]]}, "trigger: a list holds"),
+        ({"keep": ("messages", -1)}, "keep thresholds must be greater than or equal to 0, got -1"),
+        ({"keep": ("tokens", 0)}, "keep thresholds must be greater than 0, got 0"),
+        ({"keep": ("messages", None)}, "keep values must be numbers, got None."),
+        ({"keep": {"messages": 2, "tokens": 10}}, "keep must be"),
+        ({"keep": {"minutes": 2}}, "Unsupported context size type minutes for keep."),
+        ({"keep": ["messages", 3]}, "keep must be"),
+        ({"keep": ("tokens", float("nan"))}, "keep values must be finite numbers"),
+        ({"summary_prompt": "Summarize please"}, "summary_prompt must contain '{messages}'"),
+        ({"trim_tokens_to_summarize": 0}, "trim_tokens_to_summarize must be a positive int"),
+        ({"token_counter": "exact"}, "token_counter must be"),
+        ({"on_failure": "ignore"}, "on_failure must be"),
+        ({"summarizer": 42}, "summarizer must be"),
+        ({"max_tokens": 5}, "SummarizationMiddleware got unexpected keyword argument(s) ['max_tokens']"),
     ],
 )
-def test_validation_errors_say_which(kwargs: dict[str, Any], error: type[Exception], match: str) -> None:
-    with pytest.raises(error, match=match):
-        SummarizationMiddleware(ScriptedChatModel([]), **kwargs)
+def test_validation_errors_start_with_langchains_sentence(kwargs: dict[str, Any], sentence: str) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(ValueError) as err:  # never TypeError: LangChain raises ValueError
+            SummarizationMiddleware(ScriptedChatModel([]), **kwargs)
+    error = err.value
+    assert str(error).startswith(sentence)
+    assert isinstance(error, MiddlewareConfigError) and error.middleware == "SummarizationMiddleware"
+    assert error.hook in str(error)  # the parameter is named
 
 
-def test_a_model_string_needs_resolving(monkeypatch: pytest.MonkeyPatch) -> None:
-    with pytest.raises(TypeError, match="resolve_model"):
-        SummarizationMiddleware("openai:gpt-4o")
+def test_a_model_string_resolves_through_the_patchable_global(monkeypatch: pytest.MonkeyPatch) -> None:
     model = ScriptedChatModel([], model_name="gpt-4o")
-    monkeypatch.setattr(summarization, "resolve_model", lambda spec: model)  # looked up at call time
+    seen: list[str] = []
+
+    def fake_init_chat_model(spec: str) -> ScriptedChatModel:
+        seen.append(spec)
+        return model
+
+    monkeypatch.setattr(summarization, "init_chat_model", fake_init_chat_model)  # looked up at call time
     mw = SummarizationMiddleware("openai:gpt-4o")
-    assert mw.model is model and mw.encoding == "o200k_base"
+    assert mw.model is model and mw.encoding == "o200k_base" and seen == ["openai:gpt-4o"]
+
+
+def test_a_model_string_of_a_missing_provider_names_the_package() -> None:
+    with pytest.raises(MiddlewareConfigError) as err:
+        SummarizationMiddleware("groq:llama-3.1-8b-instant")
+    assert str(err.value).startswith(
+        "Unable to import langchain_groq. Please install with `pip install -U langchain-groq`"
+    )
+    assert (err.value.middleware, err.value.hook) == ("SummarizationMiddleware", "model")
+    with pytest.raises(MiddlewareConfigError, match="model must be a chat model instance or a model string"):
+        SummarizationMiddleware(42)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "old", "trigger", "keep"),
+    [
+        ({"max_tokens_before_summary": 500}, "max_tokens_before_summary", ("tokens", 500), ("messages", 20)),
+        ({"messages_to_keep": 5}, "messages_to_keep", ("tokens", 100_000), ("messages", 5)),
+        ({"max_tokens_before_summary": 500, "trigger": ("messages", 9)}, "max_tokens_before_summary",
+         ("messages", 9), ("messages", 20)),  # an explicit trigger wins, as in LangChain
+        ({"messages_to_keep": 5, "keep": ("messages", 3)}, "messages_to_keep", ("tokens", 100_000), ("messages", 3)),
+    ],
+)
+def test_deprecated_parameters_warn_and_work_like_langchain(
+    kwargs: dict[str, Any], old: str, trigger: Any, keep: Any
+) -> None:
+    with pytest.warns(DeprecationWarning, match=f"^{old} is deprecated. Use ") as record:
+        mw = SummarizationMiddleware(ScriptedChatModel([]), **kwargs)
+    assert record[0].filename == __file__  # points at the caller's line
+    assert (mw.trigger, mw.keep) == (trigger, keep)
+
+
+def test_deprecated_max_tokens_before_summary_summarizes(run: Runner) -> None:
+    summarizer = summarizer_model("short")
+    with pytest.warns(DeprecationWarning):
+        mw = SummarizationMiddleware(summarizer, max_tokens_before_summary=1, messages_to_keep=1,
+                                     token_counter="approximate")
+    result = run(create_agent(ScriptedChatModel(["final"]), middleware=[mw]), {"messages": chat(3)})
+    assert is_summary(result["messages"][0]) and result["messages"][-1].content == "final"
+
+
+def test_keep_accepts_langchains_dict_form() -> None:
+    mw = SummarizationMiddleware(summarizer_model(), trigger={"tokens": 1}, keep={"messages": 2})
+    plan = mw._plan(make_request(chat(6)))
+    assert plan is not None and len(plan.kept) == 2
+
+
+def test_the_trigger_is_a_copy_of_what_was_passed() -> None:
+    trigger: list[Any] = [("tokens", 1000), ("messages", 10)]
+    mw = SummarizationMiddleware(ScriptedChatModel([]), trigger=trigger, keep=("messages", 2))
+    trigger.append(("messages", 1))
+    assert mw.trigger == [("tokens", 1000), ("messages", 10)] and mw.trigger is not trigger
+    assert mw._plan(make_request(chat(3))) is None  # the appended clause never applies
+
+
+def test_configuration_is_frozen_and_replace_makes_a_working_copy(run: Runner) -> None:
+    mw = SummarizationMiddleware(summarizer_model("S"), trigger=("messages", 100), keep=("messages", 1))
+    with pytest.raises(FrozenMiddlewareError, match="cannot set 'trigger'"):
+        mw.trigger = ("messages", 2)
+    with pytest.raises(FrozenMiddlewareError):
+        mw.summary_prompt = "{messages}"
+    changed = mw.replace(trigger=("messages", 2))
+    assert (mw.trigger, changed.trigger, changed.keep) == (("messages", 100), ("messages", 2), ("messages", 1))
+    result = run(create_agent(ScriptedChatModel(["final"]), middleware=[changed]), {"messages": chat(3)})
+    assert is_summary(result["messages"][0])
+    with pytest.raises(MiddlewareConfigError, match="trigger thresholds must be greater than 0"):
+        mw.replace(trigger=("messages", 0))
+
+
+def test_the_default_prompt_is_langchains() -> None:
+    prompt = summarization.DEFAULT_SUMMARY_PROMPT
+    assert prompt.startswith("<role>\nContext Extraction Assistant\n</role>")
+    assert prompt.endswith("<messages>\nMessages to summarize:\n{messages}\n</messages>")
 
 
 def test_keep_tokens_keeps_the_newest_that_fit() -> None:
@@ -327,9 +421,10 @@ def test_rolling_summary_over_three_summarizations(run: Runner) -> None:
             config=config)
     prompts = [str(call.messages[0].content) for call in summarizer.calls]
     assert len(prompts) == 3
-    assert "<previous_summary>\n(none)\n</previous_summary>" in prompts[0]
-    assert "<previous_summary>\nS1\n</previous_summary>" in prompts[1]
-    assert "<previous_summary>\nS2\n</previous_summary>" in prompts[2]
+    assert "Previous summary" not in prompts[0]
+    assert "Messages to summarize:\nPrevious summary (fold it into yours):\nS1\n\nHuman:" in prompts[1]
+    assert "Messages to summarize:\nPrevious summary (fold it into yours):\nS2\n\nHuman:" in prompts[2]
+    assert "S1" not in prompts[2]
     for prompt in prompts[1:]:  # the previous summary is folded in, never summarized as a user turn
         assert "Human: Here is a summary" not in prompt
     history = agent.get_state(config).values["messages"]

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 from middleware_kit import create_agent, dynamic_prompt
+from middleware_kit.middlewares._frozen import FrozenMiddlewareError
 from middleware_kit.middlewares.todo_list import (
     PARALLEL_WRITE_TODOS_ERROR,
     WRITE_TODOS_SYSTEM_PROMPT,
@@ -36,7 +38,12 @@ def test_prompt_is_appended_to_the_system_message_not_stored(run: Runner) -> Non
     model = ScriptedChatModel(["ok"])
     agent = create_agent(model, system_prompt="You are helpful.", middleware=[TodoListMiddleware()])
     result = run(agent, {"messages": [HumanMessage("hi")]})
-    assert model.calls[0].messages[0].content == f"You are helpful.\n\n{WRITE_TODOS_SYSTEM_PROMPT}"
+    # LangChain's shape: the system message's content blocks plus a text block with the prompt.
+    assert model.calls[0].messages[0].content == [
+        {"type": "text", "text": "You are helpful."},
+        {"type": "text", "text": f"\n\n{WRITE_TODOS_SYSTEM_PROMPT}"},
+    ]
+    assert model.calls[0].messages[0].text == f"You are helpful.\n\n{WRITE_TODOS_SYSTEM_PROMPT}"
     assert kinds(result["messages"]) == ["HumanMessage", "AIMessage"]
     assert "todos" not in result
 
@@ -44,7 +51,7 @@ def test_prompt_is_appended_to_the_system_message_not_stored(run: Runner) -> Non
 def test_prompt_without_system_message_and_with_blocks(run: Runner) -> None:
     model = ScriptedChatModel(["ok"], cycle=True)
     run(create_agent(model, middleware=[TodoListMiddleware(system_prompt="Plan.")]), {"messages": [HumanMessage("a")]})
-    assert model.calls[0].messages[0].content == "Plan."
+    assert model.calls[0].messages[0].content == [{"type": "text", "text": "Plan."}]
     blocks = SystemMessage(content=[{"type": "text", "text": "Base."}])
     run(create_agent(model, system_prompt=blocks, middleware=[TodoListMiddleware(system_prompt="Plan.")]),
         {"messages": [HumanMessage("b")]})
@@ -60,7 +67,7 @@ def test_listed_after_a_dynamic_prompt_it_appends_to_it(run: Runner) -> None:
     model = ScriptedChatModel(["ok"])
     run(create_agent(model, middleware=[per_user, TodoListMiddleware(system_prompt="Plan.")]),
         {"messages": [HumanMessage("a")]})
-    assert model.calls[0].messages[0].content == "Dynamic.\n\nPlan."
+    assert model.calls[0].messages[0].text == "Dynamic.\n\nPlan."
     # Listed after it (inner), a dynamic prompt replaces the system message, planning prompt included.
     model = ScriptedChatModel(["ok"])
     run(create_agent(model, middleware=[TodoListMiddleware(system_prompt="Plan."), per_user]),
@@ -111,3 +118,30 @@ def test_hook_called_directly() -> None:
     mw = TodoListMiddleware()
     state: Any = {"messages": [AIMessage("", tool_calls=[tool_call("write_todos", {"todos": []})] * 1)]}
     assert mw.after_model(state, None) is None  # type: ignore[arg-type]
+
+
+def test_the_prompt_keeps_the_system_messages_id_and_kwargs(run: Runner) -> None:
+    model = ScriptedChatModel(["ok"])
+    system = SystemMessage("Base.", id="sys-1", additional_kwargs={"origin": "app"})
+    run(create_agent(model, system_prompt=system, middleware=[TodoListMiddleware(system_prompt="Plan.")]),
+        {"messages": [HumanMessage("a")]})
+    sent = model.calls[0].messages[0]
+    assert (sent.id, sent.additional_kwargs, sent.text) == ("sys-1", {"origin": "app"}, "Base.\n\nPlan.")
+
+
+def test_configuration_is_frozen_and_replace_makes_a_working_copy(run: Runner) -> None:
+    mw = TodoListMiddleware(system_prompt="Plan.")
+    with pytest.raises(FrozenMiddlewareError, match="cannot set 'system_prompt'"):
+        mw.system_prompt = "Other."
+    with pytest.raises(FrozenMiddlewareError):
+        mw.tools = ()
+    changed = mw.replace(system_prompt="Plan more.", tool_description="Track.")
+    assert (mw.system_prompt, changed.system_prompt, changed.tools[0].description) == ("Plan.", "Plan more.", "Track.")
+    model = ScriptedChatModel(["ok"])
+    run(create_agent(model, middleware=[changed]), {"messages": [HumanMessage("a")]})
+    assert model.calls[0].messages[0].text == "Plan more."
+
+
+def test_default_texts_are_langchains() -> None:
+    assert WRITE_TODOS_SYSTEM_PROMPT.startswith("## `write_todos`\n\nYou have access to the `write_todos` tool")
+    assert WRITE_TODOS_TOOL_DESCRIPTION.startswith("Use this tool to create and manage a structured task list")

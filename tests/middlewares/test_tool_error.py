@@ -11,6 +11,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command, interrupt
 
 from middleware_kit import HookReturnError, MiddlewareConfigError, ToolCallRequest, create_agent, wrap_tool_call
+from middleware_kit.middlewares._frozen import FrozenMiddlewareError
 from middleware_kit.middlewares.retry import ToolRetryMiddleware
 from middleware_kit.middlewares.tool_error import ToolErrorMiddleware
 from middleware_kit.testing import ScriptedChatModel, tool_call
@@ -160,3 +161,23 @@ def test_outside_a_retry_it_converts_the_final_failure(run: Runner) -> None:
     assert result["messages"][2].content == (
         "Error: tool 'flaky' raised TimeoutError: too slow\nPlease fix your mistakes."
     )
+
+
+def test_configuration_is_frozen_and_replace_makes_a_working_copy(run: Runner) -> None:
+    names = ["add"]
+    mw = ToolErrorMiddleware("failed: {error}", tools=names)
+    names.append("other")
+    assert mw.tools_handled == frozenset({"add"})
+    with pytest.raises(FrozenMiddlewareError, match="cannot set 'on_error'"):
+        mw.on_error = "x"
+    changed = mw.replace(on_error="broken: {error_type}")
+
+    @tool
+    def explode(x: int) -> str:
+        """Always fails."""
+        raise RuntimeError("boom")
+
+    model = ScriptedChatModel([AIMessage("", tool_calls=[tool_call("explode", {"x": 1})]), "ok"])
+    result = run(create_agent(model, [explode], middleware=[changed.replace(tools=None)]),
+                 {"messages": [HumanMessage("go")]})
+    assert result["messages"][2].content == "broken: RuntimeError" and result["messages"][2].status == "error"

@@ -1,0 +1,85 @@
+"""Model arguments of the bundled middlewares that call a model of their own (private helper).
+
+A middleware's ``model=`` accepts a ``BaseChatModel`` instance. A model string such as ``"openai:gpt-4o-mini"`` is
+resolved through :func:`middleware_kit.models.resolve_model` when that module is installed (it resolves names lazily
+through provider packages); without it the string is rejected with an error saying to pass an instance.
+
+The calls these middlewares make are tagged ``nostream`` (LangGraph keeps them out of ``stream_mode="messages"``) and
+with ``middleware_kit:<purpose>``, and named ``"{middleware}.{purpose}"`` in traces.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.runnables import RunnableConfig
+from langgraph.constants import TAG_NOSTREAM
+
+from middleware_kit.errors import MiddlewareConfigError
+
+__all__ = ["internal_call_config", "resolve_chat_model"]
+
+
+def _find_resolver() -> Callable[..., Any] | None:
+    try:
+        module = importlib.import_module("middleware_kit.models")
+    except ImportError:
+        return None
+    resolver = getattr(module, "resolve_model", None)
+    return resolver if callable(resolver) else None
+
+
+_RESOLVE_MODEL: Callable[..., Any] | None = _find_resolver()
+"""``middleware_kit.models.resolve_model`` when that module exists (looked up once, at import time)."""
+
+
+def resolve_chat_model(value: object, *, middleware: str, parameter: str) -> BaseChatModel:
+    """``value`` as a chat model: an instance as it is, a string through ``resolve_model``; else a config error."""
+    if isinstance(value, BaseChatModel):
+        return value
+    if isinstance(value, str):
+        if _RESOLVE_MODEL is None:
+            raise MiddlewareConfigError(
+                f"{middleware}: {parameter}={value!r} is a model name, and resolving names needs "
+                f"middleware_kit.models, which is not available. Pass a model instance instead, e.g. "
+                f"{parameter}=ChatOpenAI(model='gpt-4o-mini') (or ScriptedChatModel([...]) in tests).",
+                middleware=middleware,
+                hook=parameter,
+            )
+        try:
+            model = _RESOLVE_MODEL(value)
+        except MiddlewareConfigError as exc:  # e.g. the provider package is not installed: its message says which
+            raise MiddlewareConfigError(
+                f"{middleware}: {parameter}={value!r}: {exc}",
+                middleware=middleware,
+                hook=parameter,
+            ) from exc
+        except Exception as exc:
+            raise MiddlewareConfigError(
+                f"{middleware}: {parameter}={value!r} could not be resolved to a chat model "
+                f"({type(exc).__name__}: {exc}). Pass a model instance instead.",
+                middleware=middleware,
+                hook=parameter,
+            ) from exc
+        if not isinstance(model, BaseChatModel):
+            raise MiddlewareConfigError(
+                f"{middleware}: {parameter}={value!r} resolved to {type(model).__name__}, not a chat model. "
+                f"Pass a BaseChatModel instance instead.",
+                middleware=middleware,
+                hook=parameter,
+            )
+        return model
+    raise MiddlewareConfigError(
+        f"{middleware}: {parameter} must be a BaseChatModel instance or a model name such as 'openai:gpt-4o-mini'; "
+        f"got {type(value).__name__} ({value!r:.60}).",
+        middleware=middleware,
+        hook=parameter,
+    )
+
+
+def internal_call_config(middleware: str, purpose: str) -> RunnableConfig:
+    """Config of a model call a middleware makes for itself: never streamed to the user, named in traces."""
+    return {"tags": [TAG_NOSTREAM, f"middleware_kit:{purpose}"], "run_name": f"{middleware}.{purpose}"}

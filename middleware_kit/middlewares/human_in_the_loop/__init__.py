@@ -1,0 +1,73 @@
+"""``HumanInTheLoopMiddleware``: a human approves, edits, rejects or answers tool calls before they run.
+
+API-compatible with LangChain 1.5's middleware of the same name (``interrupt_on``, ``InterruptOnConfig``, batched and
+per-call modes, the ``action_requests``/``review_configs`` and ``tool_approval`` payloads, the ``{"decisions": [...]}``
+resume), built so that approvals survive restarts, bad input and absent reviewers. One module per concept:
+
+- :mod:`.types`: the public types (payloads, decisions, ``InterruptOnConfig``, ``InvalidResumeError``, state);
+- :mod:`.policy`: who must approve (``interrupt_on``, ``when``, descriptions, timeouts);
+- :mod:`.resume`: the reviewer's reply, defined once (one pydantic ``TypeAdapter``: validation and JSON schema);
+- :mod:`.middleware`: the hooks;
+- :mod:`.expiry`: :func:`expire_pending_approvals`, for a background job.
+
+``interrupt`` is a module global of this package, looked up at each call: tests may patch
+``middleware_kit.middlewares.human_in_the_loop.interrupt`` (a patched function is called with the payload only and
+its return value is validated like a resume value), or pass ``HumanInTheLoopMiddleware(..., interrupt=fake)``.
+"""
+
+from __future__ import annotations
+
+from langgraph.types import interrupt  # noqa: F401 - a patch point, looked up at each call
+
+from middleware_kit.middlewares.human_in_the_loop.expiry import aexpire_pending_approvals, expire_pending_approvals
+from middleware_kit.middlewares.human_in_the_loop.middleware import HumanInTheLoopMiddleware
+from middleware_kit.middlewares.human_in_the_loop.types import (
+    Action,
+    ActionRequest,
+    ApproveDecision,
+    Decision,
+    DecisionType,
+    DescriptionFactory,
+    EditDecision,
+    EditedAction,
+    ExpiredApproval,
+    HITLRequest,
+    HITLResponse,
+    HumanInTheLoopState,
+    InterruptOnConfig,
+    InterruptOnPolicy,
+    InvalidResumeError,
+    OnTimeout,
+    RejectDecision,
+    RespondDecision,
+    ReviewConfig,
+    ToolApprovalRequest,
+    WhenPredicate,
+)
+
+__all__ = [
+    "Action",
+    "ActionRequest",
+    "ApproveDecision",
+    "Decision",
+    "DecisionType",
+    "DescriptionFactory",
+    "EditDecision",
+    "EditedAction",
+    "ExpiredApproval",
+    "HITLRequest",
+    "HITLResponse",
+    "HumanInTheLoopMiddleware",
+    "HumanInTheLoopState",
+    "InterruptOnConfig",
+    "InterruptOnPolicy",
+    "InvalidResumeError",
+    "OnTimeout",
+    "RejectDecision",
+    "RespondDecision",
+    "ReviewConfig",
+    "ToolApprovalRequest",
+    "WhenPredicate",
+    "aexpire_pending_approvals",
+    "expire_pending_approvals",
+]

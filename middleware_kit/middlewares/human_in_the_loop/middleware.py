@@ -1,0 +1,510 @@
+"""``HumanInTheLoopMiddleware``: the hooks. Policy is in :mod:`.policy`, the reply format in :mod:`.resume`.
+
+1. **Gating is decided once, when the model answers** (``wrap_model_call``, a flow hook): the policy's outcome for
+   each call, the offered tools' argument schemas and the approval deadline are recorded in a private state key that
+   the checkpointer saves with the message. A call the record does not cover (a wrapper outside this one added or
+   changed it) is evaluated in ``after_model``, as LangChain does.
+2. **The interrupt lives in ``after_model``** (``may_interrupt=True``: a graph node of its own, so resuming never
+   re-runs the model). The resume value is validated *inside* LangGraph's ``interrupt()`` (``response_schema``),
+   before LangGraph records it: a bad value raises :class:`InvalidResumeError`, nothing is saved, the interrupt
+   stays pending. Nothing is checked after ``interrupt()`` returns, so no bad value can poison the thread.
+3. **Expiry**: when the deadline has passed at the moment the last decision of the turn arrives (or when
+   :func:`expire_pending_approvals` resumes with ``{"expired": True}``), every reviewed call of the turn gets its
+   ``on_timeout`` decision and the model is told the approval expired.
+4. **The model sees what ran**: an edited call replaces the original in the ``AIMessage`` (same id and position), the
+   original request is kept in ``response_metadata["human_review"]``, and the tool's ``ToolMessage`` starts with a
+   note naming what ran and what was requested (``edit_notice``). Rejected calls keep their place and get an error
+   ``ToolMessage``, so tool-call pairing holds.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import json
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Annotated, Any, Literal, cast
+
+from langchain_core.messages import AIMessage, AnyMessage, ToolCall, ToolMessage
+from langchain_core.tools import BaseTool
+from langgraph.config import get_config
+from langgraph.errors import GraphInterrupt
+from langgraph.runtime import Runtime
+from langgraph.types import Command
+from langgraph.types import interrupt as _langgraph_interrupt
+from pydantic import PlainValidator, ValidationError
+from typing_extensions import TypedDict
+
+from middleware_kit._compat import CONFIG_KEY_CHECKPOINTER, mark_invalid_resume
+from middleware_kit.decorators import hook_config
+from middleware_kit.errors import MiddlewareConfigError
+from middleware_kit.flow import ModelCallFlow
+from middleware_kit.hooks import ToolResult
+from middleware_kit.middleware import AgentMiddleware
+from middleware_kit.middlewares._frozen import FrozenConfig, copy_containers
+from middleware_kit.middlewares._stream import emit
+from middleware_kit.middlewares.human_in_the_loop.policy import (
+    Policy,
+    Review,
+    describe_value,
+    schema_json,
+    tool_schema,
+)
+from middleware_kit.middlewares.human_in_the_loop.resume import Gate, Outcome, ResumeFormat, expired_outcome, iso_utc
+from middleware_kit.middlewares.human_in_the_loop.types import (
+    ActionRequest,
+    HITLRequest,
+    HumanInTheLoopState,
+    InterruptOnConfig,
+    InterruptOnPolicy,
+    InvalidResumeError,
+    ReviewConfig,
+    ToolApprovalRequest,
+)
+from middleware_kit.pairing import last_ai_index, pending_tool_calls
+from middleware_kit.types import ExtendedModelResponse, ModelRequest, ModelResponse, ToolCallRequest
+
+__all__ = ["HumanInTheLoopMiddleware"]
+
+PENDING = "human_in_the_loop_pending"
+_EDIT_FIELDS = {"name": "", "args": "", "requested_name": "", "requested_args": ""}
+DEFAULT_EDIT_NOTICE = (
+    "[A human reviewer edited this call before it ran. It ran as {name}({args}) instead of the requested "
+    "{requested_name}({requested_args}). It has run: do not repeat the requested call.]\n"
+)
+
+
+class _FrozenCall(TypedDict):
+    name: str
+    args: dict[str, Any]
+    review: Review | None
+    """None: runs without review."""
+
+
+class _Record(TypedDict):
+    calls: dict[str, _FrozenCall]
+    """By tool-call id."""
+    tools: dict[str, dict[str, Any]] | None
+    """Argument JSON schema of every tool the model was offered (only when some call may be edited)."""
+    deadline: float | None
+    """When the approval of this turn expires (seconds since the epoch), if a reviewed tool has a timeout."""
+
+
+def _jsonable(value: Any) -> str:
+    return json.dumps(value, default=str, ensure_ascii=False, sort_keys=True)
+
+
+class HumanInTheLoopMiddleware(FrozenConfig, AgentMiddleware[HumanInTheLoopState, Any]):
+    """Pause before gated tool calls run, until a human approves, edits, rejects or answers each of them.
+
+    Args:
+        interrupt_on: Per tool name: ``True`` (review; every decision type allowed), ``False`` (never review), or an
+            :class:`InterruptOnConfig` (``allowed_decisions``, ``description``, ``when``, ``args_schema``,
+            ``timeout``, ``on_timeout``). Tools not listed run without review. Or a callable
+            ``interrupt_on(tool_call, state, runtime) -> bool | InterruptOnConfig | None`` deciding per call.
+        description_prefix: Starts the default description of a reviewed call (followed by the tool and its args).
+        interrupt_mode: ``"batched"`` (one :class:`HITLRequest` interrupt per model turn, resumed with
+            ``{"decisions": [...]}``) or ``"per_call"`` (one :class:`ToolApprovalRequest` interrupt per reviewed
+            call, resumed with one decision, keyed by the interrupt's id when several are pending).
+        edit_notice: What the model reads before the result of an edited call: ``True`` (the default note),
+            ``False`` (nothing) or a template using ``{name}``, ``{args}``, ``{requested_name}``,
+            ``{requested_args}``.
+        interrupt: The function that pauses the run (default: ``human_in_the_loop.interrupt``, looked up at each
+            call, i.e. LangGraph's ``interrupt``). Another function is called with the payload only; its return value
+            is validated exactly as a resume value.
+        clock: Seconds since the epoch, for approval expiry (default: ``time.time``, looked up at each call).
+        name: The middleware's name (needed to list two instances in one agent).
+
+    Needs a checkpointer (``create_agent(checkpointer=...)``; LangGraph Server supplies one). See
+    ``docs/middlewares/human_in_the_loop.md``.
+    """
+
+    state_schema = HumanInTheLoopState
+
+    def __init__(
+        self,
+        interrupt_on: Mapping[str, bool | InterruptOnConfig] | InterruptOnPolicy,
+        *,
+        description_prefix: str = "Tool execution requires approval",
+        interrupt_mode: Literal["batched", "per_call"] = "batched",
+        edit_notice: bool | str = True,
+        interrupt: Callable[..., Any] | None = None,
+        clock: Callable[[], float] | None = None,
+        name: str | None = None,
+    ) -> None:
+        if name is not None:
+            self.name = name
+        if interrupt_mode not in ("batched", "per_call"):
+            raise self._config_error(
+                f"interrupt_mode={interrupt_mode!r}; it must be 'batched' (one interrupt per model turn) or "
+                f"'per_call' (one interrupt per reviewed call).",
+                "interrupt_mode",
+            )
+        if not isinstance(description_prefix, str):
+            raise self._config_error(
+                f"description_prefix must be a str; got {describe_value(description_prefix)}.", "description_prefix"
+            )
+        if not isinstance(edit_notice, (bool, str)):
+            raise self._config_error(
+                f"edit_notice must be True, False or a str template; got {describe_value(edit_notice)}.", "edit_notice"
+            )
+        if isinstance(edit_notice, str):
+            try:
+                edit_notice.format(**_EDIT_FIELDS)
+            except (KeyError, IndexError, ValueError) as exc:
+                raise self._config_error(
+                    f"edit_notice={edit_notice!r} is not a valid template ({exc!r}); it may use {{name}}, {{args}}, "
+                    f"{{requested_name}} and {{requested_args}} (double other braces).",
+                    "edit_notice",
+                ) from None
+        for parameter, value in (("interrupt", interrupt), ("clock", clock)):
+            if value is not None and not callable(value):
+                raise self._config_error(f"{parameter} must be callable; got {describe_value(value)}.", parameter)
+        self.description_prefix = description_prefix
+        self.interrupt_mode: Literal["batched", "per_call"] = interrupt_mode
+        self.edit_notice = edit_notice
+        self._interrupt = interrupt
+        self._clock = clock
+        self._policy = Policy(self.name, interrupt_on, description_prefix)
+        self.interrupt_on: Mapping[str, InterruptOnConfig] = copy_containers(self._policy.static)
+        """The resolved configuration per tool name (tools listed as False or absent are never reviewed). A copy:
+        changing it changes nothing (use ``replace(interrupt_on=...)``)."""
+
+    def _config_error(self, message: str, hook: str) -> MiddlewareConfigError:
+        return MiddlewareConfigError(f"{self.name}: {message}", middleware=self.name, hook=hook)
+
+    def _now(self) -> float:
+        return (self._clock or time.time)()
+
+    # -- wrap_model_call: decide the reviews while the context is at hand -------------------------------------------
+    def wrap_model_call(self, request: ModelRequest[Any]) -> ModelCallFlow:
+        """Decide, for each call of the model's answer, whether it is reviewed (recorded in state)."""
+        response = yield request
+        recorded: ModelResponse[Any] | ExtendedModelResponse[Any] = self._record(request, response)
+        return recorded
+
+    def _record(
+        self, request: ModelRequest[Any], response: ModelResponse[Any]
+    ) -> ModelResponse[Any] | ExtendedModelResponse[Any]:
+        index = last_ai_index(response.result)
+        if index < 0:
+            return response
+        message = response.result[index]
+        tool_calls = message.tool_calls if isinstance(message, AIMessage) else []
+        calls = [c for c in tool_calls if c.get("id") and self._policy.may_review(c)]
+        if not calls:
+            return response
+        state = dict(request.state) if isinstance(request.state, Mapping) else {}
+        state["messages"] = [*state.get("messages", ()), *response.result]
+        frozen: dict[str, _FrozenCall] = {}
+        for call in calls:
+            review = self._policy.review_of(call, state, request.runtime)
+            frozen[str(call["id"])] = _FrozenCall(name=call["name"], args=dict(call["args"]), review=review)
+        reviews = [f["review"] for f in frozen.values() if f["review"] is not None]
+        editable = any("edit" in r["allowed_decisions"] for r in reviews)
+        tools = {t.name: tool_schema(t) for t in request.tools if isinstance(t, BaseTool)} if editable else None
+        timeouts = [r["timeout"] for r in reviews if "timeout" in r]
+        deadline = self._now() + min(timeouts) if timeouts else None
+        record = _Record(calls=frozen, tools=tools, deadline=deadline)
+        return ExtendedModelResponse(model_response=response, command=Command(update={PENDING: {self.name: record}}))
+
+    # -- after_model: ask, validate, apply ---------------------------------------------------------------------------
+    def _gates(self, state: Any, runtime: Any) -> tuple[list[Gate], _Record | None]:
+        """The calls under review and the record made when the model answered."""
+        messages: Sequence[AnyMessage] = state.get("messages") or ()
+        index = last_ai_index(messages)
+        record: _Record | None = (state.get(PENDING) or {}).get(self.name)
+        if index < 0 or not getattr(messages[index], "tool_calls", None):
+            return [], record
+        frozen: Mapping[str, _FrozenCall] = record["calls"] if record else {}
+        gates = []
+        for call in pending_tool_calls(messages):
+            known = frozen.get(str(call.get("id")))
+            if known is not None and known["name"] == call["name"] and known["args"] == call["args"]:
+                review = known["review"]
+            else:  # added or changed after this middleware's wrap_model_call saw the answer: decide now
+                review = self._policy.review_of(call, state, runtime) if self._policy.may_review(call) else None
+            if review is None:
+                continue
+            static = self._policy.static_args_schema(call["name"])
+            gates.append(
+                Gate(
+                    call=call,
+                    allowed=tuple(review["allowed_decisions"]),
+                    description=review["description"],
+                    args_schema=static if static is not None else review["args_schema"],
+                    on_timeout=review.get("on_timeout") or {"type": "reject"},
+                )
+            )
+        return gates, record
+
+    def _deadline(self, gates: Sequence[Gate], record: _Record | None, state: Any, runtime: Any) -> float | None:
+        deadline = record.get("deadline") if record else None
+        covered = record["calls"] if record else {}
+        for gate in gates:  # calls decided in after_model: their deadline counts from now
+            if str(gate.call["id"]) not in covered:
+                review = self._policy.review_of(gate.call, state, runtime)
+                if review is not None and "timeout" in review:
+                    late = self._now() + review["timeout"]
+                    deadline = late if deadline is None else min(deadline, late)
+        return deadline
+
+    def _review(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        gates, record = self._gates(state, runtime)
+        cleared = {PENDING: {self.name: None}} if record is not None else {}
+        if not gates:
+            return cleared or None
+        deadline = self._deadline(gates, record, state, runtime)
+        tools = record["tools"] if record else None
+        if self.interrupt_mode == "batched":
+            outcomes = self._ask(gates, tools, deadline, runtime)
+        else:
+            outcomes = []
+            for gate in gates:
+                if outcomes and outcomes[-1].expired:  # recorded {"expired": True}: the whole turn expires, at once
+                    outcomes.append(expired_outcome(gate))
+                else:
+                    outcomes += self._ask([gate], tools, deadline, runtime)
+        if deadline is not None and not all(o.expired for o in outcomes) and self._now() >= deadline:
+            outcomes = [expired_outcome(o.gate) for o in outcomes]  # the reviewer answered too late
+        if outcomes and outcomes[0].expired:
+            self._emit(runtime, "approval_expired", gates, outcomes, deadline=deadline)
+        else:
+            self._emit(runtime, "decisions_received", gates, outcomes)
+        return {**self._apply(state, outcomes, deadline), **cleared}
+
+    @hook_config(may_interrupt=True)
+    def after_model(self, state: HumanInTheLoopState, runtime: Runtime[Any] | None) -> dict[str, Any] | None:
+        """Interrupt for the gated calls of the newest ``AIMessage``; apply the decisions once they are valid."""
+        return self._review(state, runtime)
+
+    @hook_config(may_interrupt=True)
+    async def aafter_model(self, state: HumanInTheLoopState, runtime: Runtime[Any] | None) -> dict[str, Any] | None:
+        """Async entry point of :meth:`after_model` (no I/O: the same code, without a thread hop)."""
+        return self._review(state, runtime)
+
+    def _payload(self, gates: Sequence[Gate], deadline: float | None) -> HITLRequest | ToolApprovalRequest:
+        actions: list[ActionRequest] = []
+        configs: list[ReviewConfig] = []
+        for gate in gates:
+            actions.append(ActionRequest(name=gate.call["name"], args=dict(gate.call["args"]),
+                                         description=gate.description, id=str(gate.call["id"])))
+            config = ReviewConfig(action_name=gate.call["name"], allowed_decisions=list(gate.allowed))
+            if gate.args_schema is not None and "edit" in gate.allowed:
+                config["args_schema"] = schema_json(gate.args_schema) or {}
+            configs.append(config)
+        payload: dict[str, Any]
+        if self.interrupt_mode == "per_call":
+            payload = {"type": "tool_approval", "action_request": actions[0], "review_config": configs[0]}
+        else:
+            payload = {"action_requests": actions, "review_configs": configs}
+        if deadline is not None:
+            payload["expires_at"] = iso_utc(deadline)
+            payload["expires_at_epoch"] = deadline
+        return cast(HITLRequest | ToolApprovalRequest, payload)
+
+    def _ask(
+        self, gates: Sequence[Gate], tools: Mapping[str, dict[str, Any]] | None, deadline: float | None, runtime: Any
+    ) -> list[Outcome]:
+        """Interrupt for ``gates``; return the validated decisions. With LangGraph's ``interrupt`` the validation
+        runs inside it, before the value is recorded, so a bad value leaves the interrupt pending."""
+        ask = self._interrupt or importlib.import_module(__package__ or "").interrupt  # looked up now
+        fmt = ResumeFormat(owner=self.name, gates=gates, tools=tools, per_call=self.interrupt_mode == "per_call",
+                           deadline=deadline, clock=self._now)
+        payload = self._payload(gates, deadline)
+        try:
+            if ask is _langgraph_interrupt:
+                _require_checkpointer(self.name)
+            if not _takes_response_schema(ask):
+                return fmt.outcomes(fmt.validate(ask(payload)))
+            schema = Annotated[Any, PlainValidator(fmt.validate, json_schema_input_type=fmt.type)]
+            try:
+                validated = ask(payload, response_schema=cast(Any, schema))
+            except ValidationError as exc:
+                raise _unwrap(exc) from None
+            return fmt.outcomes(validated)
+        except GraphInterrupt:
+            self._emit(runtime, "awaiting_approval", gates, None, payload=payload, deadline=deadline)
+            raise
+
+    def _emit(
+        self,
+        runtime: Any,
+        event: str,
+        gates: Sequence[Gate],
+        outcomes: Sequence[Outcome] | None,
+        *,
+        payload: Mapping[str, Any] | None = None,
+        deadline: float | None = None,
+    ) -> None:
+        body: dict[str, Any] = {"middleware": self.name, "event": event, "interrupt_mode": self.interrupt_mode}
+        if payload is not None:
+            body["action_requests"] = payload.get("action_requests") or [payload["action_request"]]
+            body["review_configs"] = payload.get("review_configs") or [payload["review_config"]]
+        if deadline is not None:
+            body["expires_at"] = iso_utc(deadline)
+        if outcomes is not None:
+            body["decisions"] = [
+                {"id": o.gate.call["id"], "name": o.gate.call["name"], "type": o.kind} for o in outcomes
+            ]
+        emit(runtime, body)
+
+    # -- applying the decisions ---------------------------------------------------------------------------------
+    def _apply(self, state: Any, outcomes: Sequence[Outcome], deadline: float | None) -> dict[str, Any]:
+        messages = state["messages"]
+        ai = cast(AIMessage, messages[last_ai_index(messages)])
+        by_id = {o.gate.call["id"]: o for o in outcomes}
+        calls: list[ToolCall] = []
+        answers: list[ToolMessage] = []
+        record: dict[str, Any] = {}
+        edits: dict[str, ToolCall] = {}
+        for call in ai.tool_calls:
+            outcome = by_id.get(call["id"])
+            if outcome is None:
+                calls.append(call)
+                continue
+            entry: dict[str, Any] = {"decision": outcome.kind, "middleware": self.name}
+            if outcome.expired:
+                entry["expired"] = True
+            calls.append(outcome.call)
+            if outcome.kind == "edit":
+                entry["requested"] = {"name": call["name"], "args": call["args"]}
+                edits[str(call["id"])] = outcome.call
+            elif outcome.kind == "reject":
+                answers.append(_rejection(call, outcome.message, deadline if outcome.expired else None))
+            elif outcome.kind == "respond":
+                answers.append(ToolMessage(content=outcome.message or "", name=call["name"],
+                                           tool_call_id=call["id"] or "", status="success"))
+            record[str(call["id"])] = entry
+        metadata = dict(ai.response_metadata)
+        metadata["human_review"] = {**(metadata.get("human_review") or {}), **record}
+        update: dict[str, Any] = {"tool_calls": calls, "response_metadata": metadata}
+        if edits and isinstance(ai.content, list):
+            update["content"] = _rewrite_blocks(ai.content, edits)
+        return {"messages": [ai.model_copy(update=update), *answers]}
+
+    # -- after_tool: tell the model what ran --------------------------------------------------------------------
+    def _annotate(self, request: ToolCallRequest, result: ToolResult) -> ToolResult | None:
+        if self.edit_notice is False:
+            return None
+        call_id = request.tool_call.get("id")
+        entry = _review_entry(request.state, call_id)
+        if entry is None or entry.get("decision") != "edit" or entry.get("middleware") != self.name:
+            return None
+        requested = entry.get("requested") or {}
+        template = DEFAULT_EDIT_NOTICE if self.edit_notice is True else self.edit_notice
+        note = template.format(
+            name=request.tool_call["name"], args=_jsonable(request.tool_call["args"]),
+            requested_name=requested.get("name"), requested_args=_jsonable(requested.get("args")),
+        )
+        if isinstance(result, ToolMessage):
+            return _with_note(result, note)
+        if isinstance(result, Command) and isinstance(result.update, dict):
+            written = result.update.get("messages")
+            if isinstance(written, list):
+                patched = [
+                    _with_note(m, note) if isinstance(m, ToolMessage) and m.tool_call_id == call_id else m
+                    for m in written
+                ]
+                return Command(graph=result.graph, update={**result.update, "messages": patched},
+                               resume=result.resume, goto=result.goto)
+        return None
+
+    def after_tool(self, request: ToolCallRequest, result: ToolResult) -> ToolResult | None:
+        """Prefix the result of an edited call with what ran and what was requested (``edit_notice``)."""
+        return self._annotate(request, result)
+
+    async def aafter_tool(self, request: ToolCallRequest, result: ToolResult) -> ToolResult | None:
+        """Async entry point of :meth:`after_tool` (the same code, without a thread hop)."""
+        return self._annotate(request, result)
+
+
+# -- module helpers --------------------------------------------------------------------------------------------------
+def _takes_response_schema(fn: Callable[..., Any]) -> bool:
+    """Whether ``fn`` declares a ``response_schema`` parameter (LangGraph's ``interrupt`` does; a mock does not)."""
+    if fn is _langgraph_interrupt:
+        return True
+    try:
+        return "response_schema" in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def _require_checkpointer(name: str) -> None:
+    try:
+        configurable = get_config().get("configurable") or {}
+    except RuntimeError:  # outside a graph: interrupt() itself says so
+        return
+    if configurable.get(CONFIG_KEY_CHECKPOINTER) is None:
+        raise MiddlewareConfigError(
+            f"{name} needs a checkpointer to pause for approval: the run must be saved while it waits for a human. "
+            f"Pass one to create_agent(..., checkpointer=InMemorySaver()) (or a SqliteSaver/PostgresSaver to survive "
+            f"restarts) and invoke with config={{'configurable': {{'thread_id': ...}}}}. LangGraph Server supplies its "
+            f"own checkpointer at deploy time.",
+            middleware=name,
+            hook="after_model",
+        )
+
+
+def _unwrap(exc: ValidationError) -> BaseException:
+    """Our error from inside pydantic's wrapper, still marked as an invalid resume value."""
+    for detail in exc.errors():
+        error = (detail.get("ctx") or {}).get("error")
+        if isinstance(error, InvalidResumeError):
+            mark_invalid_resume(error)
+            return error
+    return exc
+
+
+def _rejection(call: ToolCall, message: str | None, expired_at: float | None) -> ToolMessage:
+    """LangChain's rejection text first (the reviewer's message, else its default sentence), then our guidance."""
+    lead = f"User rejected the tool call for `{call['name']}` with id {call['id']}"
+    guidance = (
+        "It was not executed. Do not retry it (nor a variant of it) unless the user asks: continue without it, or "
+        "ask the user how to proceed."
+    )
+    if expired_at is not None:
+        content = (
+            f"The approval of the tool call for `{call['name']}` with id {call['id']} expired at "
+            f"{iso_utc(expired_at)} before a human reviewer decided. {guidance}"
+        )
+        if message:
+            content = f"{message}\n\n({content})"
+    elif message:
+        content = f"{message}\n\n({lead}. {guidance})"
+    else:
+        content = f"{lead}. {guidance}"
+    return ToolMessage(content=content, name=call["name"], tool_call_id=call["id"] or "", status="error")
+
+
+def _with_note(message: ToolMessage, note: str) -> ToolMessage:
+    content = message.content
+    if isinstance(content, str):
+        return message.model_copy(update={"content": note + content})
+    return message.model_copy(update={"content": [{"type": "text", "text": note}, *content]})
+
+
+def _rewrite_blocks(content: list[Any], edits: Mapping[str, ToolCall]) -> list[Any]:
+    """Keep provider content blocks (``tool_use``/``tool_call``) in step with edited calls."""
+    blocks: list[Any] = []
+    for block in content:
+        if isinstance(block, dict) and block.get("type") in ("tool_use", "tool_call") and block.get("id") in edits:
+            call = edits[block["id"]]
+            block = {**block, "name": call["name"], ("input" if block["type"] == "tool_use" else "args"): call["args"]}
+        blocks.append(block)
+    return blocks
+
+
+def _review_entry(state: Any, call_id: Any) -> dict[str, Any] | None:
+    """The review record of ``call_id`` on the ``AIMessage`` that made the call."""
+    messages = state.get("messages") if isinstance(state, Mapping) else None
+    if not messages or call_id is None:
+        return None
+    for message in reversed(messages):
+        if isinstance(message, AIMessage) and message.tool_calls:
+            if not any(c.get("id") == call_id for c in message.tool_calls):
+                return None
+            entry = (message.response_metadata.get("human_review") or {}).get(call_id)
+            return entry if isinstance(entry, dict) else None
+    return None

@@ -1,0 +1,111 @@
+"""Where a run goes next: after the model turn, on a jump, after the tools. Each rule stated once, here.
+
+- After the model turn (the loop's last node): pending tool calls go to the tool node, one ``Send`` per call (so
+  parallel calls are separate tasks); calls the agent has no tools for are closed and the run ends; a turn whose
+  calls were all answered (by a middleware) loops back; an answer without calls ends the run, closing any call left.
+- Jumps (``jump_to``): ``model`` -> the loop's entry; ``tools`` -> the pending calls (or the loop's entry when none);
+  ``end`` -> the end, closing pending calls.
+- After the tools: a structured answer or a ``return_direct`` tool ends the run; otherwise back to the model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.messages import ToolMessage
+from langgraph.types import Command, Send
+
+from middleware_kit.layout import TOOLS_NODE, Layout
+from middleware_kit.pairing import close_pending, closing_messages, last_ai_index, pending_tool_calls
+from middleware_kit.structured_output import is_structured_answer
+
+__all__ = ["JUMP_TARGETS", "Router"]
+
+JUMP_TARGETS: tuple[str, ...] = ("model", "tools", "end")
+"""Every place a hook may jump to (``HookSpec.jump_targets`` says which ones each hook may use)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Router:
+    layout: Layout
+    return_direct: frozenset[str] = frozenset()
+
+    def destinations(self, successor: str | None, jumps: frozenset[str]) -> tuple[str, ...]:
+        """Every node a node with this static ``successor`` (None: the deciding node) and these jumps may go to."""
+        lay = self.layout
+        dests: set[str] = {successor} if successor is not None else {lay.loop_entry, lay.end_entry}
+        if successor is None and lay.has_tool_node:
+            dests.add(TOOLS_NODE)
+        targets = {"end": (lay.end_entry,), "model": (lay.loop_entry,), "tools": (TOOLS_NODE, lay.loop_entry)}
+        for jump in jumps:
+            dests.update(targets[jump])
+        return tuple(sorted(dests))
+
+    def after_model(self, messages: Sequence[Any]) -> tuple[Any, list[Any]]:
+        """After the model turn: the destination, and a ``messages`` write closing calls that will never run.
+
+        ``messages`` is the whole history, or just the model's one new message (then nothing needs a rewrite).
+        """
+        lay = self.layout
+        newest = last_ai_index(messages)
+        if newest < 0:
+            return lay.end_entry, []
+        if messages[newest].tool_calls:
+            pending = pending_tool_calls(messages)
+            if pending and lay.has_tool_node:
+                return [Send(TOOLS_NODE, [call]) for call in pending], []
+            if pending:  # the model called tools although the agent has none to run
+                return lay.end_entry, closing_messages(pending, "this agent has no tools to run.")
+            if structured_answered(messages, newest):  # the model answered through its structured tool
+                return lay.end_entry, []
+            return lay.loop_entry, []  # every call was answered by a middleware: let the model see the answers
+        # The newest AIMessage answers without calls (a hook may have added it after a tool-calling one).
+        return self._end(messages)
+
+    def jump(self, target: str, view: Any) -> tuple[Any, list[Any]]:
+        """Where ``jump_to=target`` goes, and what closes pending calls."""
+        if target == "model":
+            return self.layout.loop_entry, []
+        if target == "tools":
+            pending = pending_tool_calls(view.get("messages", ()))
+            return ([Send(TOOLS_NODE, [c]) for c in pending] or self.layout.loop_entry), []
+        return self._end(view.get("messages", ()))
+
+    def _end(self, messages: Sequence[Any]) -> tuple[Any, list[Any]]:
+        fix = close_pending(messages, "the run ended before it ran.")
+        return self.layout.end_entry, fix.update if fix is not None else []
+
+    def after_tools(self, state: Any) -> str:
+        """After the tool node: end on a structured answer or a ``return_direct`` tool, else back to the model."""
+        messages = state["messages"]
+        i = last_ai_index(messages)
+        if i >= 0 and structured_answered(messages, i):  # the structured answer came with regular calls
+            return self.layout.end_entry
+        if i >= 0 and self.return_direct:
+            ran = {m.tool_call_id for m in messages[i + 1 :] if isinstance(m, ToolMessage)}
+            if any(c["name"] in self.return_direct and c["id"] in ran for c in messages[i].tool_calls):
+                return self.layout.end_entry
+        return self.layout.loop_entry
+
+
+def with_goto(output: Any, goto: Any) -> Any:
+    """A node's output (None, a dict or a list of Commands) with ``goto`` added."""
+    if output is None:
+        return Command(goto=goto)
+    if isinstance(output, dict):
+        return Command(update=output, goto=goto)
+    return [*output, Command(goto=goto)]
+
+
+def structured_answered(messages: Sequence[Any], ai_index: int) -> bool:
+    """Whether the ``AIMessage`` at ``ai_index`` was answered by a successful structured-output call (its answer
+    stands among the ``ToolMessage``s right after it). O(answers of that message)."""
+    for j in range(ai_index + 1, len(messages)):
+        message = messages[j]
+        if not isinstance(message, ToolMessage):
+            return False
+        if is_structured_answer(message):
+            return True
+    return False

@@ -1,0 +1,186 @@
+"""``RunControl`` (the per-agent policy, a frozen value) and ``RunHandle`` (what one run's checks read)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+from middleware_kit.run_control.errors import RunControlConfigError
+from middleware_kit.run_control.lease import LeaseBackend
+
+__all__ = ["HANDLE_KEY", "RunControl", "RunHandle", "StopKind", "current_handle"]
+
+HANDLE_KEY = "__middleware_kit_run_handle"
+"""Where a controlled run's :class:`RunHandle` travels in ``config["configurable"]`` (never checkpointed)."""
+
+StopKind = Literal["cancelled", "deadline"]
+OWNER = f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _positive(name: str, value: float | None, *, allow_none: bool) -> None:
+    if value is None and allow_none:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise RunControlConfigError(
+            f"RunControl({name}={value!r}): {name} must be a positive number of seconds"
+            + (" or None." if allow_none else "."),
+            parameter=name,
+        )
+
+
+def _choice(name: str, value: object, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise RunControlConfigError(
+            f"RunControl({name}={value!r}): use one of {', '.join(repr(c) for c in choices)}.", parameter=name
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunControl:
+    """How runs of one agent are controlled. A frozen value: ``dataclasses.replace`` or :meth:`override` for a changed
+    copy.
+
+    Attributes mirror the issue's policies: one run per thread (``on_conflict``, ``wait_timeout``, ``ttl``), a
+    wall-clock ``deadline`` per run not counting time waiting for a human (``on_deadline``), cancellation
+    (``on_cancel``, ``poll_interval``) and new input while an approval is pending (``on_pending_input``).
+    """
+
+    on_conflict: Literal["reject", "wait"] = "reject"
+    """A second run on a busy thread: ``"reject"`` raises ``ThreadBusyError`` naming the holding run; ``"wait"``
+    queues behind it in arrival order (``ThreadBusyError`` after ``wait_timeout``)."""
+    wait_timeout: float | None = 30.0
+    """Seconds a waiting run queues before giving up (None: no limit)."""
+    ttl: float = 30.0
+    """Lease lifetime in seconds, renewed by a heartbeat every ``min(ttl / 3, poll_interval)`` while the run is alive;
+    after a crash, another worker takes the thread over once it passes. In-process leases (``InMemorySaver``) do
+    not expire."""
+    poll_interval: float = 0.5
+    """Seconds between heartbeats (lease renewal and reading cross-process cancel requests) and between a waiting
+    run's tries."""
+    deadline: float | None = None
+    """Wall-clock seconds a run may take (None: unbounded). Time waiting for a human does not count."""
+    on_deadline: Literal["end", "raise"] = "end"
+    """``"end"``: finish with a final message; ``"raise"``: finish the same way, then raise
+    ``RunDeadlineExceededError``."""
+    on_cancel: Literal["end", "raise"] = "end"
+    """``"end"``: a cancelled run finishes with a final message; ``"raise"``: then raises ``RunCancelledError``."""
+    on_pending_input: Literal["reject", "abandon", "queue"] = "reject"
+    """New input while an interrupt is pending: ``"reject"`` raises ``PendingApprovalError``; ``"abandon"`` drops
+    the review (its calls are answered as not executed; a later resume of it gets
+    ``InterruptAlreadyResolvedError``) and runs the input; ``"queue"`` holds the input (in the lease's database)
+    and returns the thread as it is, still paused; the run that resolves the review then runs the held inputs in
+    arrival order, each as a new turn, until one pauses again."""
+
+    def __post_init__(self) -> None:
+        _choice("on_conflict", self.on_conflict, ("reject", "wait"))
+        _positive("wait_timeout", self.wait_timeout, allow_none=True)
+        _positive("ttl", self.ttl, allow_none=False)
+        _positive("poll_interval", self.poll_interval, allow_none=False)
+        _positive("deadline", self.deadline, allow_none=True)
+        _choice("on_deadline", self.on_deadline, ("end", "raise"))
+        _choice("on_cancel", self.on_cancel, ("end", "raise"))
+        _choice("on_pending_input", self.on_pending_input, ("reject", "abandon", "queue"))
+
+    def override(self, **changes: Any) -> RunControl:
+        """A copy with ``changes`` applied (validated again)."""
+        return replace(self, **changes)
+
+    @property
+    def heartbeat(self) -> float:
+        return min(self.ttl / 3, self.poll_interval)
+
+
+@dataclass(eq=False)
+class RunHandle:
+    """One run's control block: its identity, its clock and its stop flag. Created per run by the controlled agent;
+    read by ``RunControlMiddleware`` through the run's config. Safe to stop from any thread."""
+
+    thread_id: str
+    run_id: str
+    control: RunControl
+    backend: LeaseBackend
+    slice_started: float = field(default_factory=time.monotonic)
+    base: float | None = None
+    """Seconds of this run consumed before this slice (read from state at the slice's first check)."""
+    stop_kind: StopKind | None = None
+    stop_reason: str = ""
+    terminal_sent: bool = False
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _wakers: list[Callable[[], None]] = field(default_factory=list, repr=False)
+
+    # -- clock -----------------------------------------------------------------------------------------------
+    def elapsed(self) -> float:
+        return (self.base or 0.0) + (time.monotonic() - self.slice_started)
+
+    def remaining(self) -> float | None:
+        if self.control.deadline is None:
+            return None
+        return self.control.deadline - self.elapsed()
+
+    def adopt(self, state: Any) -> None:
+        """At the slice's first check: take the time this run consumed before (saved in state)."""
+        if self.base is None:
+            saved = state.get("run_control_elapsed") if isinstance(state, dict) else None
+            self.base = float(saved) if isinstance(saved, (int, float)) else 0.0
+
+    # -- stop ------------------------------------------------------------------------------------------------
+    def stop(self, kind: StopKind, reason: str) -> bool:
+        """Flag the run to stop at its next check; False if it was already flagged."""
+        with self._lock:
+            if self.stop_kind is not None:
+                return False
+            self.stop_kind, self.stop_reason = kind, reason
+            wakers, self._wakers = self._wakers, []
+        for wake in wakers:
+            with contextlib.suppress(RuntimeError):  # the loop closed: nobody waits
+                wake()
+        return True
+
+    def check(self) -> StopKind | None:
+        """The reason to stop now, if any (a passed deadline flags the run)."""
+        if self.stop_kind is None:
+            remaining = self.remaining()
+            if remaining is not None and remaining <= 0:
+                self.stop("deadline", f"its deadline of {self.control.deadline:g}s passed")
+        return self.stop_kind
+
+    def claim_terminal(self) -> bool:
+        """True once: whoever gets it sends the terminal event."""
+        with self._lock:
+            first, self.terminal_sent = not self.terminal_sent, True
+            return first
+
+    def stopped_event(self) -> asyncio.Event:
+        """An ``asyncio.Event`` of the running loop, set when the run is flagged to stop (from any thread)."""
+        loop = asyncio.get_running_loop()
+        event = asyncio.Event()
+        with self._lock:
+            if self.stop_kind is None:
+                self._wakers.append(lambda: _call_soon(loop, event.set))
+                return event
+        event.set()
+        return event
+
+
+def _call_soon(loop: asyncio.AbstractEventLoop, callback: Callable[[], None]) -> None:
+    loop.call_soon_threadsafe(callback)
+
+
+def current_handle() -> RunHandle | None:
+    """The :class:`RunHandle` of the run this code runs in (None outside a controlled run)."""
+    from langgraph.config import get_config
+
+    try:
+        config = get_config()
+    except RuntimeError:
+        return None
+    handle = (config.get("configurable") or {}).get(HANDLE_KEY)
+    return handle if isinstance(handle, RunHandle) else None

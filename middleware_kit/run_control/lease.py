@@ -1,0 +1,777 @@
+"""Thread leases, cancel flags and resume records, kept where the checkpointer keeps the thread.
+
+One run per thread is a lease: a row keyed by ``thread_id`` naming the run that holds it, with an expiry renewed by a
+heartbeat while the run is alive. It lives next to the checkpoints, so there is nothing new to deploy:
+
+- ``InMemorySaver`` (any checkpointer that is not SQLite or PostgreSQL): a table in this process, under a lock. The
+  threads sharing it all die with the process, so its leases do not expire: a holder releases in ``finally``.
+- ``SqliteSaver`` / ``AsyncSqliteSaver``: tables in the same SQLite file, changed under ``BEGIN IMMEDIATE``.
+- ``PostgresSaver`` / ``AsyncPostgresSaver``: tables in the same database. Taking a lease is one statement,
+  ``INSERT ... ON CONFLICT (thread_id) DO UPDATE ... WHERE expired OR held by me``; expiry uses the server's clock, so
+  the workers' clocks need not agree.
+
+Waiting runs (``on_conflict="wait"``) take a ticket in a waiters table and are served in ticket order; a waiter that
+stops polling (its process died) drops out of the line after ``ttl``. Cancel requests are a column of the lease row,
+read by the holder's heartbeat, so a run can be cancelled from any process that reaches the database. Resolved
+interrupt ids are recorded per thread so a late duplicate resume is told apart from a resume of a thread that never
+paused.
+
+The lease algorithm is written once, as a generator of steps (:func:`acquire_flow`), and driven by a sync or an async
+driver; each backend supplies the primitive operations in both forms.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import threading
+import time
+import weakref
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Callable, Generator, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from middleware_kit.run_control.errors import RunControlConfigError, ThreadBusyError
+
+__all__ = [
+    "AsyncPostgresLeaseBackend",
+    "AsyncSqliteLeaseBackend",
+    "Holder",
+    "LeaseBackend",
+    "MemoryLeaseBackend",
+    "PostgresLeaseBackend",
+    "SqliteLeaseBackend",
+    "acquire_flow",
+    "backend_for",
+    "drive",
+    "adrive",
+]
+
+LEASES = "middleware_kit_run_leases"
+WAITERS = "middleware_kit_run_waiters"
+RESOLVED = "middleware_kit_resolved_interrupts"
+QUEUED = "middleware_kit_queued_inputs"
+RESOLVED_KEPT = 64
+"""Resolved interrupt ids remembered per thread in memory (the SQL tables keep every one)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Holder:
+    """Who holds a thread's lease (``run_id`` None: nobody, but earlier waiters are queued for it)."""
+
+    run_id: str | None
+    owner: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """A step of a flow: call the backend operation ``name`` (``a`` + name in async drivers) with ``args``."""
+
+    name: str
+    args: tuple[Any, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Sleep:
+    """A step of a flow: sleep ``seconds`` (``time.sleep`` or ``asyncio.sleep``)."""
+
+    seconds: float
+
+
+Step = Call | Sleep
+
+
+class LeaseBackend:
+    """Primitive lease operations, each in a sync and an async (``a``-prefixed) form.
+
+    ``try_acquire`` returns None when the lease was taken (or renewed: the run already held it), else the holder.
+    """
+
+    expires: bool = True
+    """False for the in-process table: its holders release in ``finally`` and die with the process."""
+
+    def try_acquire(self, thread_id: str, run_id: str, owner: str, ttl: float, ticket: int | None) -> Holder | None:
+        raise NotImplementedError
+
+    def enqueue(self, thread_id: str, run_id: str) -> int:
+        raise NotImplementedError
+
+    def dequeue(self, thread_id: str, ticket: int) -> None:
+        raise NotImplementedError
+
+    def renew(self, thread_id: str, run_id: str, ttl: float) -> tuple[bool, str | None]:
+        """Extend the lease; (still held, cancel reason requested for it or None)."""
+        raise NotImplementedError
+
+    def release(self, thread_id: str, run_id: str) -> None:
+        raise NotImplementedError
+
+    def request_cancel(self, thread_id: str, run_id: str | None, reason: str) -> str | None:
+        """Flag the live holder of the thread (only if it is ``run_id``, when given); the flagged run id or None."""
+        raise NotImplementedError
+
+    def record_resolved(self, thread_id: str, interrupt_ids: Sequence[str], run_id: str) -> None:
+        raise NotImplementedError
+
+    def resolved(self, thread_id: str) -> list[tuple[str, str]]:
+        """(interrupt id, run that resolved it), newest first."""
+        raise NotImplementedError
+
+    def may_have_interrupt(self, thread_id: str) -> bool:
+        """False only when a cheap read proves the thread's latest checkpoint has no pending interrupt."""
+        return True
+
+    async def amay_have_interrupt(self, thread_id: str) -> bool:
+        return self.may_have_interrupt(thread_id)
+
+    def push_input(self, thread_id: str, value: Any) -> None:
+        """Hold ``value`` (a run's input) at the end of the thread's queue."""
+        raise NotImplementedError
+
+    def pop_input(self, thread_id: str) -> tuple[bool, Any]:
+        """(True, the oldest held input), removed from the queue; (False, None) when the queue is empty."""
+        raise NotImplementedError
+
+    async def atry_acquire(
+        self, thread_id: str, run_id: str, owner: str, ttl: float, ticket: int | None
+    ) -> Holder | None:
+        return self.try_acquire(thread_id, run_id, owner, ttl, ticket)
+
+    async def apush_input(self, thread_id: str, value: Any) -> None:
+        self.push_input(thread_id, value)
+
+    async def apop_input(self, thread_id: str) -> tuple[bool, Any]:
+        return self.pop_input(thread_id)
+
+    async def aenqueue(self, thread_id: str, run_id: str) -> int:
+        return self.enqueue(thread_id, run_id)
+
+    async def adequeue(self, thread_id: str, ticket: int) -> None:
+        self.dequeue(thread_id, ticket)
+
+    async def arenew(self, thread_id: str, run_id: str, ttl: float) -> tuple[bool, str | None]:
+        return self.renew(thread_id, run_id, ttl)
+
+    async def arelease(self, thread_id: str, run_id: str) -> None:
+        self.release(thread_id, run_id)
+
+    async def arequest_cancel(self, thread_id: str, run_id: str | None, reason: str) -> str | None:
+        return self.request_cancel(thread_id, run_id, reason)
+
+    async def arecord_resolved(self, thread_id: str, interrupt_ids: Sequence[str], run_id: str) -> None:
+        self.record_resolved(thread_id, interrupt_ids, run_id)
+
+    async def aresolved(self, thread_id: str) -> list[tuple[str, str]]:
+        return self.resolved(thread_id)
+
+
+# -- the algorithm, once ---------------------------------------------------------------------------------------------
+def acquire_flow(
+    thread_id: str,
+    run_id: str,
+    owner: str,
+    *,
+    ttl: float,
+    wait: bool,
+    wait_timeout: float | None,
+    poll: float,
+) -> Generator[Step, Any, None]:
+    """Take the lease of ``thread_id`` for ``run_id``: at once or :class:`ThreadBusyError` (``wait=False``), or in
+    ticket order, giving up after ``wait_timeout`` seconds (None: wait forever)."""
+    holder: Holder | None = yield Call("try_acquire", (thread_id, run_id, owner, ttl, None))
+    if holder is None:
+        return
+    if not wait:
+        raise ThreadBusyError(thread_id, holder.run_id, holder.owner)
+    started = time.monotonic()
+    ticket: int = yield Call("enqueue", (thread_id, run_id))
+    try:
+        delay = min(0.005, poll)
+        while True:
+            holder = yield Call("try_acquire", (thread_id, run_id, owner, ttl, ticket))
+            if holder is None:
+                return
+            waited = time.monotonic() - started
+            if wait_timeout is not None and waited >= wait_timeout:
+                raise ThreadBusyError(thread_id, holder.run_id, holder.owner, waited=wait_timeout)
+            pause = delay if wait_timeout is None else min(delay, max(wait_timeout - waited, 0.0))
+            yield Sleep(pause)
+            delay = min(delay * 2, poll)
+    finally:
+        yield Call("dequeue", (thread_id, ticket))
+
+
+def drive(flow: Generator[Step, Any, Any], backend: Any) -> Any:
+    """Run a flow with sync calls on ``backend`` (a :class:`LeaseBackend`, or anything with its operations)."""
+    value: Any = None
+    error: BaseException | None = None
+    while True:
+        try:
+            step = flow.throw(error) if error is not None else flow.send(value)
+        except StopIteration as stop:
+            return stop.value
+        value, error = None, None
+        try:
+            if isinstance(step, Sleep):
+                time.sleep(step.seconds)
+            else:
+                value = getattr(backend, step.name)(*step.args)
+        except BaseException as exc:  # handed to the flow, whose finally cleans up
+            error = exc
+
+
+async def adrive(flow: Generator[Step, Any, Any], backend: Any) -> Any:
+    """Run a flow with async calls."""
+    value: Any = None
+    error: BaseException | None = None
+    while True:
+        try:
+            step = flow.throw(error) if error is not None else flow.send(value)
+        except StopIteration as stop:
+            return stop.value
+        value, error = None, None
+        try:
+            if isinstance(step, Sleep):
+                await asyncio.sleep(step.seconds)
+            else:
+                value = await getattr(backend, "a" + step.name)(*step.args)
+        except BaseException as exc:
+            error = exc
+
+
+# -- in process ------------------------------------------------------------------------------------------------------
+class MemoryLeaseBackend(LeaseBackend):
+    """Leases of one process (``InMemorySaver``): a dict under a lock. Leases do not expire (see module doc)."""
+
+    expires = False
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._leases: dict[str, list[Any]] = {}  # thread -> [run_id, owner, cancel reason]
+        self._waiters: dict[str, list[int]] = {}
+        self._resolved: dict[str, OrderedDict[str, str]] = {}
+        self._queued: dict[str, list[Any]] = {}
+        self._tickets = 0
+
+    def push_input(self, thread_id: str, value: Any) -> None:
+        with self._lock:
+            self._queued.setdefault(thread_id, []).append(copy.deepcopy(value))
+
+    def pop_input(self, thread_id: str) -> tuple[bool, Any]:
+        with self._lock:
+            line = self._queued.get(thread_id)
+            if not line:
+                return False, None
+            value = line.pop(0)
+            if not line:
+                del self._queued[thread_id]
+            return True, value
+
+    def try_acquire(self, thread_id: str, run_id: str, owner: str, ttl: float, ticket: int | None) -> Holder | None:
+        with self._lock:
+            held = self._leases.get(thread_id)
+            if held is not None and held[0] != run_id:
+                return Holder(held[0], held[1])
+            line = self._waiters.get(thread_id)
+            if line and line[0] != ticket:
+                return Holder(None, None)
+            self._leases[thread_id] = [run_id, owner, None]
+            return None
+
+    def enqueue(self, thread_id: str, run_id: str) -> int:
+        with self._lock:
+            self._tickets += 1
+            self._waiters.setdefault(thread_id, []).append(self._tickets)
+            return self._tickets
+
+    def dequeue(self, thread_id: str, ticket: int) -> None:
+        with self._lock:
+            line = self._waiters.get(thread_id)
+            if line is not None and ticket in line:
+                line.remove(ticket)
+                if not line:
+                    del self._waiters[thread_id]
+
+    def renew(self, thread_id: str, run_id: str, ttl: float) -> tuple[bool, str | None]:
+        with self._lock:
+            held = self._leases.get(thread_id)
+            if held is None or held[0] != run_id:
+                return False, None
+            return True, held[2]
+
+    def release(self, thread_id: str, run_id: str) -> None:
+        with self._lock:
+            held = self._leases.get(thread_id)
+            if held is not None and held[0] == run_id:
+                del self._leases[thread_id]
+
+    def request_cancel(self, thread_id: str, run_id: str | None, reason: str) -> str | None:
+        with self._lock:
+            held = self._leases.get(thread_id)
+            if held is None or (run_id is not None and held[0] != run_id):
+                return None
+            held[2] = reason
+            return str(held[0])
+
+    def record_resolved(self, thread_id: str, interrupt_ids: Sequence[str], run_id: str) -> None:
+        with self._lock:
+            done = self._resolved.setdefault(thread_id, OrderedDict())
+            for interrupt_id in interrupt_ids:
+                done.pop(interrupt_id, None)
+                done[interrupt_id] = run_id
+            while len(done) > RESOLVED_KEPT:
+                done.popitem(last=False)
+
+    def resolved(self, thread_id: str) -> list[tuple[str, str]]:
+        with self._lock:
+            return list(reversed((self._resolved.get(thread_id) or {}).items()))
+
+
+# -- SQL -------------------------------------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class _Dialect:
+    now: str
+    serial: str
+    real: str
+    blob: str
+    writes: str
+    param: str
+
+    def q(self, sql: str) -> str:
+        return sql.replace("{now}", self.now).replace("?", self.param)
+
+
+SQLITE = _Dialect(
+    now="((julianday('now') - 2440587.5) * 86400.0)", serial="INTEGER PRIMARY KEY AUTOINCREMENT", real="REAL",
+    blob="BLOB", writes="writes", param="?",
+)
+POSTGRES = _Dialect(
+    now="extract(epoch from clock_timestamp())::float8", serial="BIGSERIAL PRIMARY KEY", real="DOUBLE PRECISION",
+    blob="BYTEA", writes="checkpoint_writes", param="%s",
+)
+
+Stmt = tuple[str, tuple[Any, ...]]
+
+
+def _ddl(d: _Dialect) -> list[str]:
+    return [
+        f"CREATE TABLE IF NOT EXISTS {LEASES} (thread_id TEXT PRIMARY KEY, run_id TEXT NOT NULL, owner TEXT NOT NULL, "
+        f"expires_at {d.real} NOT NULL, cancel TEXT)",
+        f"CREATE TABLE IF NOT EXISTS {WAITERS} (ticket {d.serial}, thread_id TEXT NOT NULL, run_id TEXT NOT NULL, "
+        f"seen_at {d.real} NOT NULL)",
+        f"CREATE INDEX IF NOT EXISTS {WAITERS}_thread ON {WAITERS} (thread_id, ticket)",
+        f"CREATE TABLE IF NOT EXISTS {RESOLVED} (thread_id TEXT NOT NULL, interrupt_id TEXT NOT NULL, "
+        f"run_id TEXT NOT NULL, resolved_at {d.real} NOT NULL, PRIMARY KEY (thread_id, interrupt_id))",
+        f"CREATE TABLE IF NOT EXISTS {QUEUED} (seq {d.serial}, thread_id TEXT NOT NULL, type TEXT NOT NULL, "
+        f"data {d.blob} NOT NULL)",
+    ]
+
+
+class _SqlOps:
+    """Statements of each operation, and how to read their results (shared by the four SQL backends)."""
+
+    def __init__(self, dialect: _Dialect) -> None:
+        self.d = dialect
+
+    def acquire(self, thread_id: str, run_id: str, owner: str, ttl: float, ticket: int | None) -> list[Stmt]:
+        q = self.d.q
+        ahead = "" if ticket is None else " AND w.ticket < ?"
+        queue_args: tuple[Any, ...] = (thread_id, ttl) if ticket is None else (thread_id, ttl, ticket)
+        stmts: list[Stmt] = []
+        if ticket is not None:
+            stmts.append((q(f"UPDATE {WAITERS} SET seen_at = {{now}} WHERE ticket = ?"), (ticket,)))
+        stmts += [
+            (
+                q(
+                    f"INSERT INTO {LEASES} (thread_id, run_id, owner, expires_at, cancel) "
+                    f"SELECT ?, ?, ?, {{now}} + ?, NULL WHERE NOT EXISTS (SELECT 1 FROM {WAITERS} w "
+                    f"WHERE w.thread_id = ? AND w.seen_at > {{now}} - ?{ahead}) "
+                    f"ON CONFLICT (thread_id) DO UPDATE SET run_id = excluded.run_id, owner = excluded.owner, "
+                    f"expires_at = excluded.expires_at, cancel = NULL "
+                    f"WHERE {LEASES}.expires_at < {{now}} OR {LEASES}.run_id = excluded.run_id RETURNING run_id"
+                ),
+                (thread_id, run_id, owner, ttl, *queue_args),
+            ),
+        ]
+        return stmts
+
+    def holder(self, thread_id: str) -> list[Stmt]:
+        sql = f"SELECT run_id, owner FROM {LEASES} WHERE thread_id = ? AND expires_at >= {{now}}"
+        return [(self.d.q(sql), (thread_id,))]
+
+    @staticmethod
+    def held_by(rows: list[list[tuple[Any, ...]]]) -> Holder:
+        last = rows[-1]
+        return Holder(last[0][0], last[0][1]) if last else Holder(None, None)
+
+    def probe(self, thread_id: str) -> list[Stmt]:
+        """Does the thread's latest checkpoint have a pending interrupt write (LangGraph's own tables)?"""
+        sql = (f"SELECT 1 FROM {self.d.writes} w WHERE w.thread_id = ? AND w.checkpoint_ns = '' "
+               f"AND w.channel = '__interrupt__' AND w.checkpoint_id = (SELECT max(c.checkpoint_id) "
+               f"FROM checkpoints c WHERE c.thread_id = ? AND c.checkpoint_ns = '') LIMIT 1")
+        return [(self.d.q(sql), (thread_id, thread_id))]
+
+    def enqueue(self, thread_id: str, run_id: str) -> list[Stmt]:
+        sql = f"INSERT INTO {WAITERS} (thread_id, run_id, seen_at) VALUES (?, ?, {{now}}) RETURNING ticket"
+        return [(self.d.q(sql), (thread_id, run_id))]
+
+    def dequeue(self, thread_id: str, ticket: int) -> list[Stmt]:
+        return [(self.d.q(f"DELETE FROM {WAITERS} WHERE ticket = ?"), (ticket,))]
+
+    def renew(self, thread_id: str, run_id: str, ttl: float) -> list[Stmt]:
+        sql = f"UPDATE {LEASES} SET expires_at = {{now}} + ? WHERE thread_id = ? AND run_id = ? RETURNING cancel"
+        return [(self.d.q(sql), (ttl, thread_id, run_id))]
+
+    @staticmethod
+    def renewed(rows: list[list[tuple[Any, ...]]], run_id: str) -> tuple[bool, str | None]:
+        last = rows[-1]
+        return (True, last[0][0]) if last else (False, None)
+
+    def release(self, thread_id: str, run_id: str) -> list[Stmt]:
+        return [(self.d.q(f"DELETE FROM {LEASES} WHERE thread_id = ? AND run_id = ?"), (thread_id, run_id))]
+
+    def cancel(self, thread_id: str, run_id: str | None, reason: str) -> list[Stmt]:
+        q = self.d.q
+        only = "" if run_id is None else " AND run_id = ?"
+        args: tuple[Any, ...] = (reason, thread_id) if run_id is None else (reason, thread_id, run_id)
+        sql = f"UPDATE {LEASES} SET cancel = ? WHERE thread_id = ? AND expires_at >= {{now}}{only} RETURNING run_id"
+        return [(q(sql), args)]
+
+    @staticmethod
+    def cancelled(rows: list[list[tuple[Any, ...]]], run_id: str | None, reason: str) -> str | None:
+        last = rows[-1]
+        return str(last[0][0]) if last else None
+
+    def record(self, thread_id: str, interrupt_ids: Sequence[str], run_id: str) -> list[Stmt]:
+        sql = self.d.q(
+            f"INSERT INTO {RESOLVED} (thread_id, interrupt_id, run_id, resolved_at) VALUES (?, ?, ?, {{now}}) "
+            f"ON CONFLICT (thread_id, interrupt_id) DO UPDATE SET run_id = excluded.run_id, "
+            f"resolved_at = excluded.resolved_at"
+        )
+        return [(sql, (thread_id, i, run_id)) for i in interrupt_ids]
+
+    def push(self, thread_id: str, kind: str, data: bytes) -> list[Stmt]:
+        return [(self.d.q(f"INSERT INTO {QUEUED} (thread_id, type, data) VALUES (?, ?, ?)"), (thread_id, kind, data))]
+
+    def pop(self, thread_id: str) -> list[Stmt]:
+        sql = (f"DELETE FROM {QUEUED} WHERE seq = (SELECT min(seq) FROM {QUEUED} WHERE thread_id = ?) "
+               f"RETURNING type, data")
+        return [(self.d.q(sql), (thread_id,))]
+
+    def resolved(self, thread_id: str) -> list[Stmt]:
+        sql = f"SELECT interrupt_id, run_id FROM {RESOLVED} WHERE thread_id = ? ORDER BY resolved_at DESC LIMIT 64"
+        return [(self.d.q(sql), (thread_id,))]
+
+
+class _SqlBackend(LeaseBackend):
+    """The operations of :class:`_SqlOps` over ``_run`` (sync) and ``_arun`` (async) executors."""
+
+    dialect: _Dialect
+
+    def __init__(self, saver: Any) -> None:
+        self.saver = saver
+        self.ops = _SqlOps(self.dialect)
+        self._ready = False
+
+    def _run(self, stmts: list[Stmt], write: bool = True) -> list[list[tuple[Any, ...]]]:
+        raise self._wrong_mode("invoke/stream", "ainvoke/astream")
+
+    async def _arun(self, stmts: list[Stmt], write: bool = True) -> list[list[tuple[Any, ...]]]:
+        return self._run(stmts, write)
+
+    def _wrong_mode(self, used: str, use: str) -> RunControlConfigError:
+        return RunControlConfigError(
+            f"{type(self.saver).__name__} is used with {use} only; this agent was called with {used}. Use a "
+            f"checkpointer of the matching kind (e.g. SqliteSaver for invoke, AsyncSqliteSaver for ainvoke).",
+            parameter="checkpointer",
+        )
+
+    def setup(self) -> None:
+        """Create the run-control tables (idempotent; also done on first use)."""
+        self._run([])
+
+    async def asetup(self) -> None:
+        await self._arun([])
+
+    def try_acquire(self, thread_id: str, run_id: str, owner: str, ttl: float, ticket: int | None) -> Holder | None:
+        if self._run(self.ops.acquire(thread_id, run_id, owner, ttl, ticket))[-1]:
+            return None
+        return self.ops.held_by(self._run(self.ops.holder(thread_id), write=False))
+
+    async def atry_acquire(
+        self, thread_id: str, run_id: str, owner: str, ttl: float, ticket: int | None
+    ) -> Holder | None:
+        if (await self._arun(self.ops.acquire(thread_id, run_id, owner, ttl, ticket)))[-1]:
+            return None
+        return self.ops.held_by(await self._arun(self.ops.holder(thread_id), write=False))
+
+    def may_have_interrupt(self, thread_id: str) -> bool:
+        """One indexed read of LangGraph's tables (its schema not migrated yet: assume there may be one)."""
+        try:
+            return bool(self._run(self.ops.probe(thread_id), write=False)[-1])
+        except RunControlConfigError:
+            raise
+        except Exception:
+            return True
+
+    async def amay_have_interrupt(self, thread_id: str) -> bool:
+        try:
+            return bool((await self._arun(self.ops.probe(thread_id), write=False))[-1])
+        except Exception:
+            return True
+
+    def enqueue(self, thread_id: str, run_id: str) -> int:
+        return int(self._run(self.ops.enqueue(thread_id, run_id))[-1][0][0])
+
+    async def aenqueue(self, thread_id: str, run_id: str) -> int:
+        return int((await self._arun(self.ops.enqueue(thread_id, run_id)))[-1][0][0])
+
+    def dequeue(self, thread_id: str, ticket: int) -> None:
+        self._run(self.ops.dequeue(thread_id, ticket))
+
+    async def adequeue(self, thread_id: str, ticket: int) -> None:
+        await self._arun(self.ops.dequeue(thread_id, ticket))
+
+    def renew(self, thread_id: str, run_id: str, ttl: float) -> tuple[bool, str | None]:
+        return self.ops.renewed(self._run(self.ops.renew(thread_id, run_id, ttl)), run_id)
+
+    async def arenew(self, thread_id: str, run_id: str, ttl: float) -> tuple[bool, str | None]:
+        return self.ops.renewed(await self._arun(self.ops.renew(thread_id, run_id, ttl)), run_id)
+
+    def release(self, thread_id: str, run_id: str) -> None:
+        self._run(self.ops.release(thread_id, run_id))
+
+    async def arelease(self, thread_id: str, run_id: str) -> None:
+        await self._arun(self.ops.release(thread_id, run_id))
+
+    def request_cancel(self, thread_id: str, run_id: str | None, reason: str) -> str | None:
+        return self.ops.cancelled(self._run(self.ops.cancel(thread_id, run_id, reason)), run_id, reason)
+
+    async def arequest_cancel(self, thread_id: str, run_id: str | None, reason: str) -> str | None:
+        return self.ops.cancelled(await self._arun(self.ops.cancel(thread_id, run_id, reason)), run_id, reason)
+
+    def record_resolved(self, thread_id: str, interrupt_ids: Sequence[str], run_id: str) -> None:
+        self._run(self.ops.record(thread_id, interrupt_ids, run_id))
+
+    async def arecord_resolved(self, thread_id: str, interrupt_ids: Sequence[str], run_id: str) -> None:
+        await self._arun(self.ops.record(thread_id, interrupt_ids, run_id))
+
+    def resolved(self, thread_id: str) -> list[tuple[str, str]]:
+        return [(str(a), str(b)) for a, b in self._run(self.ops.resolved(thread_id), write=False)[-1]]
+
+    def push_input(self, thread_id: str, value: Any) -> None:
+        self._run(self.ops.push(thread_id, *self.saver.serde.dumps_typed(value)))
+
+    async def apush_input(self, thread_id: str, value: Any) -> None:
+        await self._arun(self.ops.push(thread_id, *self.saver.serde.dumps_typed(value)))
+
+    def _loaded(self, rows: list[list[tuple[Any, ...]]]) -> tuple[bool, Any]:
+        if not rows[-1]:
+            return False, None
+        kind, data = rows[-1][0]
+        return True, self.saver.serde.loads_typed((str(kind), bytes(data)))
+
+    def pop_input(self, thread_id: str) -> tuple[bool, Any]:
+        return self._loaded(self._run(self.ops.pop(thread_id)))
+
+    async def apop_input(self, thread_id: str) -> tuple[bool, Any]:
+        return self._loaded(await self._arun(self.ops.pop(thread_id)))
+
+    async def aresolved(self, thread_id: str) -> list[tuple[str, str]]:
+        return [(str(a), str(b)) for a, b in (await self._arun(self.ops.resolved(thread_id), write=False))[-1]]
+
+
+class SqliteLeaseBackend(_SqlBackend):
+    """Tables in the ``SqliteSaver``'s file, on its connection and under its lock; ``BEGIN IMMEDIATE`` per change."""
+
+    dialect = SQLITE
+
+    def _run(self, stmts: list[Stmt], write: bool = True) -> list[list[tuple[Any, ...]]]:
+        conn = self.saver.conn
+        with self.saver.lock:
+            if not self._ready:
+                self.saver.setup()  # the probe reads LangGraph's tables
+                for sql in _ddl(self.dialect):
+                    conn.execute(sql)
+                conn.commit()
+                self._ready = True
+            if not stmts:
+                return []
+            if not write:
+                return [conn.execute(sql, args).fetchall() for sql, args in stmts]
+            if conn.in_transaction:  # a checkpoint write interrupted before its commit: finish it, as its next would
+                conn.commit()
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                out = [conn.execute(sql, args).fetchall() for sql, args in stmts]
+            except BaseException:
+                conn.rollback()
+                raise
+            conn.commit()
+            return out
+
+
+class AsyncSqliteLeaseBackend(_SqlBackend):
+    """Tables in the ``AsyncSqliteSaver``'s file, on its ``aiosqlite`` connection and under its lock."""
+
+    dialect = SQLITE
+
+    async def _arun(self, stmts: list[Stmt], write: bool = True) -> list[list[tuple[Any, ...]]]:
+        conn = self.saver.conn
+        if not self._ready:
+            await self.saver.setup()  # the probe reads LangGraph's tables
+        async with self.saver.lock:
+            if not self._ready:
+                for sql in _ddl(self.dialect):
+                    await conn.execute(sql)
+                await conn.commit()
+                self._ready = True
+            if not stmts:
+                return []
+            if not write:
+                out = []
+                for sql, args in stmts:
+                    cursor = await conn.execute(sql, args)
+                    out.append(list(await cursor.fetchall()))
+                return out
+            if conn.in_transaction:  # a checkpoint write cancelled before its commit: finish it, as its next would
+                await conn.commit()
+            await conn.execute("BEGIN IMMEDIATE")
+            try:
+                out = []
+                for sql, args in stmts:
+                    cursor = await conn.execute(sql, args)
+                    out.append(list(await cursor.fetchall()))
+            except BaseException:
+                await conn.rollback()
+                raise
+            await conn.commit()
+            return out
+
+
+def _pg_ddl_race(exc: BaseException) -> bool:
+    """Concurrent ``CREATE TABLE IF NOT EXISTS`` in two workers can fail on the catalog's unique index."""
+    import psycopg.errors
+
+    return isinstance(exc, (psycopg.errors.UniqueViolation, psycopg.errors.DuplicateTable,
+                            psycopg.errors.DuplicateObject))
+
+
+class PostgresLeaseBackend(_SqlBackend):
+    """Tables in the ``PostgresSaver``'s database, on its connection (or pool) and under its lock."""
+
+    dialect = POSTGRES
+
+    @contextlib.contextmanager
+    def _conn(self) -> Iterator[Any]:
+        from psycopg_pool import ConnectionPool
+
+        with self.saver.lock:
+            if isinstance(self.saver.conn, ConnectionPool):
+                with self.saver.conn.connection() as conn:
+                    yield conn
+            else:
+                yield self.saver.conn
+
+    def _run(self, stmts: list[Stmt], write: bool = True) -> list[list[tuple[Any, ...]]]:
+        from psycopg.rows import tuple_row
+
+        with self._conn() as conn:
+            if not self._ready:
+                for attempt in range(3):
+                    try:
+                        with conn.transaction():
+                            for sql in _ddl(self.dialect):
+                                conn.execute(sql)
+                        break
+                    except Exception as exc:
+                        if attempt == 2 or not _pg_ddl_race(exc):
+                            raise
+                self._ready = True
+            if not stmts:
+                return []
+            with contextlib.ExitStack() as stack:
+                if len(stmts) > 1:  # one statement is atomic by itself (autocommit: one round trip)
+                    stack.enter_context(conn.transaction())
+                cur = stack.enter_context(conn.cursor(row_factory=tuple_row))
+                out = []
+                for sql, args in stmts:
+                    cur.execute(sql, args)
+                    out.append(cur.fetchall() if cur.description else [])
+                return out
+
+
+class AsyncPostgresLeaseBackend(_SqlBackend):
+    """Tables in the ``AsyncPostgresSaver``'s database, on its connection (or pool) and under its lock."""
+
+    dialect = POSTGRES
+
+    @contextlib.asynccontextmanager
+    async def _conn(self) -> AsyncIterator[Any]:
+        from psycopg_pool import AsyncConnectionPool
+
+        async with self.saver.lock:
+            if isinstance(self.saver.conn, AsyncConnectionPool):
+                async with self.saver.conn.connection() as conn:
+                    yield conn
+            else:
+                yield self.saver.conn
+
+    async def _arun(self, stmts: list[Stmt], write: bool = True) -> list[list[tuple[Any, ...]]]:
+        from psycopg.rows import tuple_row
+
+        async with self._conn() as conn:
+            if not self._ready:
+                for attempt in range(3):
+                    try:
+                        async with conn.transaction():
+                            for sql in _ddl(self.dialect):
+                                await conn.execute(sql)
+                        break
+                    except Exception as exc:
+                        if attempt == 2 or not _pg_ddl_race(exc):
+                            raise
+                self._ready = True
+            if not stmts:
+                return []
+            async with contextlib.AsyncExitStack() as stack:
+                if len(stmts) > 1:  # one statement is atomic by itself (autocommit: one round trip)
+                    await stack.enter_async_context(conn.transaction())
+                cur = await stack.enter_async_context(conn.cursor(row_factory=tuple_row))
+                out = []
+                for sql, args in stmts:
+                    await cur.execute(sql, args)
+                    out.append(await cur.fetchall() if cur.description else [])
+                return out
+
+
+_BACKENDS: weakref.WeakKeyDictionary[Any, LeaseBackend] = weakref.WeakKeyDictionary()
+_BACKENDS_LOCK = threading.Lock()
+
+
+def _kind(saver: Any) -> Callable[[Any], LeaseBackend] | None:
+    for cls in type(saver).__mro__:
+        qual = f"{cls.__module__}.{cls.__qualname__}"
+        if qual == "langgraph.checkpoint.sqlite.SqliteSaver":
+            return SqliteLeaseBackend
+        if qual == "langgraph.checkpoint.sqlite.aio.AsyncSqliteSaver":
+            return AsyncSqliteLeaseBackend
+        if qual == "langgraph.checkpoint.postgres.PostgresSaver":
+            return PostgresLeaseBackend
+        if qual == "langgraph.checkpoint.postgres.aio.AsyncPostgresSaver":
+            return AsyncPostgresLeaseBackend
+    return None
+
+
+def backend_for(saver: Any) -> LeaseBackend:
+    """The lease backend living where ``saver`` keeps its checkpoints (one per checkpointer object)."""
+    with _BACKENDS_LOCK:
+        found = _BACKENDS.get(saver)
+        if found is None:
+            make = _kind(saver)
+            found = make(saver) if make is not None else MemoryLeaseBackend()
+            _BACKENDS[saver] = found
+        return found
+

@@ -1,0 +1,236 @@
+"""``RunControlMiddleware`` and ``RunControlGuard``: where a controlled run checks its deadline and cancel flag.
+
+``RunControlMiddleware`` is the outermost layer (listed first):
+
+- **top of the loop** (``before_model``): a stopped run ends here: open tool calls are answered, a final message is
+  added, a terminal event (``run_cancelled`` / ``run_deadline_exceeded``) goes to the custom stream;
+- **before each tool call** (``wrap_tool_call``): a stopped run does not start the tool; the call is answered as not
+  executed (the next ``before_model`` ends the run);
+- **in flight**: under ``ainvoke`` the model or tool call is raced against the deadline and the cancel flag, and
+  abandoned when either fires; under ``invoke`` a call that returns after the run was stopped has its result
+  discarded.
+
+``RunControlGuard`` is the innermost layer (listed last): the check right before the model or the tool is actually
+called, so work queued behind a sync-only wrapper or a retry backoff stops at its next call instead of running.
+
+Both read the run's :class:`~middleware_kit.run_control.control.RunHandle` from the run's config, keep nothing on
+``self``, and do nothing outside a controlled run. The run's consumed time is saved in the private state key
+``run_control_elapsed`` (after each model call), so a run paused for a human resumes its clock where it stopped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Sequence
+from typing import Annotated, Any, NotRequired, TypeVar
+
+from langchain_core.messages import AIMessage, ToolMessage
+from langgraph.runtime import Runtime
+from langgraph.types import Command
+
+from middleware_kit.decorators import hook_config
+from middleware_kit.hooks import AsyncModelHandler, AsyncToolHandler, ModelHandler, ToolHandler, ToolResult
+from middleware_kit.middleware import AgentMiddleware
+from middleware_kit.middlewares._frozen import FrozenConfig
+from middleware_kit.middlewares._stream import emit
+from middleware_kit.pairing import close_pending, closing_messages
+from middleware_kit.run_control.control import RunHandle, current_handle
+from middleware_kit.types import (
+    AgentState,
+    ExtendedModelResponse,
+    ModelRequest,
+    ModelResponse,
+    PrivateStateAttr,
+    ToolCallRequest,
+)
+
+__all__ = ["RunControlGuard", "RunControlMiddleware", "RunControlState", "controlled_middleware"]
+
+T = TypeVar("T")
+
+
+def _latest(current: float | None, new: float) -> float:
+    return new
+
+
+class RunControlState(AgentState):
+    """Private state of run control: seconds the current run has consumed (excluding waits for a human)."""
+
+    run_control_elapsed: NotRequired[Annotated[float, PrivateStateAttr, _latest]]
+
+
+def _why(handle: RunHandle) -> str:
+    return "the run was cancelled" if handle.stop_kind == "cancelled" else "the run's deadline passed"
+
+
+def final_message(handle: RunHandle) -> AIMessage:
+    """The message a stopped run ends with."""
+    if handle.stop_kind == "cancelled":
+        text = f"The run was cancelled ({handle.stop_reason}) before it finished."
+    else:
+        text = f"The run stopped before it finished: {handle.stop_reason}."
+    return AIMessage(content=text, response_metadata={"run_control": handle.stop_kind, "run_id": handle.run_id})
+
+
+def _terminal(handle: RunHandle) -> None:
+    if not handle.claim_terminal():
+        return
+    event = "run_cancelled" if handle.stop_kind == "cancelled" else "run_deadline_exceeded"
+    emit(None, {"event": event, "middleware": "RunControlMiddleware", "thread_id": handle.thread_id,
+                "run_id": handle.run_id, "reason": handle.stop_reason, "elapsed": round(handle.elapsed(), 3)})
+
+
+def _stopped_model(handle: RunHandle) -> ModelResponse[Any]:
+    _terminal(handle)
+    return ModelResponse(result=[final_message(handle)])
+
+
+def _stopped_tool(handle: RunHandle, request: ToolCallRequest) -> ToolMessage:
+    [message] = closing_messages([request.tool_call], f"{_why(handle)} ({handle.stop_reason}).")
+    return message
+
+
+def _discard(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled():
+        task.exception()  # retrieved: the result of abandoned work is dropped
+
+
+async def _race(handle: RunHandle, work: Awaitable[T]) -> tuple[bool, T | None]:
+    """(True, result) if ``work`` finished first; (False, None) if the run was stopped or ran out of time first."""
+    task = asyncio.ensure_future(work)
+    stopped = asyncio.ensure_future(handle.stopped_event().wait())
+    try:
+        done, _ = await asyncio.wait({task, stopped}, timeout=handle.remaining(),
+                                     return_when=asyncio.FIRST_COMPLETED)
+    except BaseException:
+        task.cancel()
+        stopped.cancel()
+        raise
+    stopped.cancel()
+    if task in done:
+        return True, task.result()
+    task.cancel()
+    task.add_done_callback(_discard)
+    handle.check()
+    return False, None
+
+
+class RunControlMiddleware(FrozenConfig, AgentMiddleware[RunControlState, Any]):
+    """The checks of a controlled run: deadline and cancellation at the top of the loop, before each tool call and
+    around calls in flight. List it first (``controlled_middleware([...])`` does); it only acts in agents wrapped by
+    ``with_run_control``. Stateless: everything per run is in the run's handle and state."""
+
+    state_schema = RunControlState
+
+    def __init__(self) -> None:
+        super().__init__()
+
+    @hook_config(can_jump_to=["end"])
+    def before_model(self, state: RunControlState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        handle = current_handle()
+        if handle is None:
+            return None
+        handle.adopt(state)
+        if handle.check() is None:
+            return None
+        fix = close_pending(state.get("messages") or [], f"{_why(handle)} ({handle.stop_reason}).")
+        _terminal(handle)
+        update: list[Any] = list(fix.update) if fix is not None else []
+        return {"jump_to": "end", "messages": [*update, final_message(handle)],
+                "run_control_elapsed": handle.elapsed()}
+
+    @hook_config(can_jump_to=["end"])
+    async def abefore_model(self, state: RunControlState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        return self.before_model(state, runtime)
+
+    @staticmethod
+    def _answered(handle: RunHandle, response: ModelResponse[Any]) -> Any:
+        if handle.control.deadline is None:
+            return response
+        return ExtendedModelResponse(model_response=response,
+                                     command=Command(update={"run_control_elapsed": handle.elapsed()}))
+
+    def wrap_model_call(self, request: ModelRequest[Any], handler: ModelHandler) -> Any:
+        handle = current_handle()
+        if handle is None:
+            return handler(request)
+        handle.adopt(request.state)
+        if handle.check() is not None:
+            return _stopped_model(handle)
+        response = handler(request)
+        if handle.check() is not None:  # stopped while the call ran: its answer is discarded
+            return _stopped_model(handle)
+        return self._answered(handle, response)
+
+    async def awrap_model_call(self, request: ModelRequest[Any], handler: AsyncModelHandler) -> Any:
+        handle = current_handle()
+        if handle is None:
+            return await handler(request)
+        handle.adopt(request.state)
+        if handle.check() is not None:
+            return _stopped_model(handle)
+        finished, response = await _race(handle, handler(request))
+        if not finished or response is None or handle.check() is not None:
+            return _stopped_model(handle)
+        return self._answered(handle, response)
+
+    def wrap_tool_call(self, request: ToolCallRequest, handler: ToolHandler) -> ToolResult:
+        handle = current_handle()
+        if handle is None:
+            return handler(request)
+        handle.adopt(request.state)
+        if handle.check() is not None:
+            return _stopped_tool(handle, request)
+        result = handler(request)
+        if handle.check() is not None:
+            return _stopped_tool(handle, request)
+        return result
+
+    async def awrap_tool_call(self, request: ToolCallRequest, handler: AsyncToolHandler) -> ToolResult:
+        handle = current_handle()
+        if handle is None:
+            return await handler(request)
+        handle.adopt(request.state)
+        if handle.check() is not None:
+            return _stopped_tool(handle, request)
+        finished, result = await _race(handle, handler(request))
+        if not finished or result is None or handle.check() is not None:
+            return _stopped_tool(handle, request)
+        return result
+
+
+class RunControlGuard(FrozenConfig, AgentMiddleware[AgentState[Any], Any]):
+    """The last check before a model or tool call is made. List it last (``controlled_middleware([...])`` does):
+    work queued behind a sync-only wrapper or a retry backoff then stops at its next call instead of running."""
+
+    def __init__(self) -> None:
+        super().__init__()
+
+    def wrap_model_call(self, request: ModelRequest[Any], handler: ModelHandler) -> Any:
+        handle = current_handle()
+        if handle is not None and handle.check() is not None:
+            return _stopped_model(handle)
+        return handler(request)
+
+    async def awrap_model_call(self, request: ModelRequest[Any], handler: AsyncModelHandler) -> Any:
+        handle = current_handle()
+        if handle is not None and handle.check() is not None:
+            return _stopped_model(handle)
+        return await handler(request)
+
+    def wrap_tool_call(self, request: ToolCallRequest, handler: ToolHandler) -> ToolResult:
+        handle = current_handle()
+        if handle is not None and handle.check() is not None:
+            return _stopped_tool(handle, request)
+        return handler(request)
+
+    async def awrap_tool_call(self, request: ToolCallRequest, handler: AsyncToolHandler) -> ToolResult:
+        handle = current_handle()
+        if handle is not None and handle.check() is not None:
+            return _stopped_tool(handle, request)
+        return await handler(request)
+
+
+def controlled_middleware(middleware: Sequence[AgentMiddleware[Any, Any]] = ()) -> list[AgentMiddleware[Any, Any]]:
+    """``middleware`` between ``RunControlMiddleware()`` (outermost) and ``RunControlGuard()`` (innermost)."""
+    return [RunControlMiddleware(), *middleware, RunControlGuard()]

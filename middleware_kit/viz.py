@@ -1,0 +1,412 @@
+"""Pictures of an agent that open offline: the middleware plan as an HTML page, and a timeline of one run.
+
+``render_plan_html(agent)`` returns one self-contained page (inline CSS and SVG, no script, no network) with
+    * the onion: every hook in run order, phase by phase, with the model and tool chains drawn as nested layers
+      (outermost first) around the model call and the tool call, and one row per middleware listing its hooks;
+    * the graph: the compiled graph's nodes and edges (``agent.get_graph()``) as an SVG drawing
+      (conditional edges dashed);
+    * the plan table (what ``print(agent.middleware_plan)`` shows) with a legend for its columns.
+
+``render_timeline_html(source)`` draws one run on a time axis: each hook's (or model/tool call's) start and
+duration as a bar, and point events as ticks. ``source`` is a :class:`TimelineRecorder` (a langchain-core callback
+handler that records the runs of an invocation, no OpenTelemetry needed), finished OpenTelemetry spans (e.g. from
+``InMemorySpanExporter.get_finished_spans()``), or the :class:`~middleware_kit.events.Event` objects of one run.
+"""
+
+from __future__ import annotations
+
+import html
+import itertools
+import threading
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+from uuid import UUID
+
+from langchain_core.callbacks import BaseCallbackHandler
+
+from middleware_kit.errors import MiddlewareError
+from middleware_kit.plan import MiddlewarePlan, PlannedHook
+
+__all__ = [
+    "TimelineItem",
+    "TimelineRecorder",
+    "VizError",
+    "render_plan_html",
+    "render_timeline_html",
+    "write_plan_html",
+    "write_timeline_html",
+]
+
+_CSS: Final = """
+body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#1d2330;background:#fff}
+h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #d8dde6}
+.sub{color:#5b6475;margin:0 0 12px}
+.flow{display:flex;flex-wrap:wrap;align-items:stretch;gap:8px}
+.phase{border:1px solid #c9d2e0;border-radius:8px;padding:6px 8px;background:#f6f8fb;min-width:120px}
+.phase h3{font-size:12px;margin:0 0 4px;color:#44506a;text-transform:uppercase;letter-spacing:.04em}
+.hook{display:block;margin:2px 0;padding:2px 6px;border-radius:4px;background:#e3ecfb;
+font-family:ui-monospace,monospace;font-size:12px}
+.hook.thread{background:#fdeccd}.hook.loop{background:#e6dcf7}
+.arrow{align-self:center;color:#8894a8;font-size:18px}
+.layer{border:2px solid #4a72c4;border-radius:10px;padding:4px 8px 8px;margin:4px 0;background:rgba(74,114,196,.06)}
+.layer>.label{font:12px ui-monospace,monospace;color:#2b4d91;margin-bottom:4px}
+.core{border:2px dashed #2f8f5b;border-radius:8px;padding:6px 10px;background:#e7f6ee;font-weight:600;color:#1f6b43}
+.lanes td{vertical-align:top}
+table{border-collapse:collapse;margin:6px 0}th,td{border:1px solid #d8dde6;padding:3px 8px;text-align:left}
+th{background:#eef2f8;font-weight:600}td.mono,span.mono{font-family:ui-monospace,monospace;font-size:12px}
+dl.legend{display:grid;grid-template-columns:max-content 1fr;gap:2px 12px}dl.legend dt{font-weight:600}
+dl.legend dd{margin:0}
+svg text{font:12px ui-monospace,monospace}
+"""
+
+_LEGEND: Final = (
+    ("#", "Position in a run with one model call and one tool call."),
+    ("hook", "The hook (before_agent, before_model, modify_model_request, wrap_model_call, after_model, before_tool, "
+             "wrap_tool_call, after_tool, after_agent)."),
+    ("middleware", "The middleware's name (first listed = outermost)."),
+    ("defines", "The twins the middleware wrote: sync, async or sync+async."),
+    ("invoke", "How it runs under invoke/stream: direct, or loop (an async-only hook driven to completion)."),
+    ("ainvoke", "How it runs under ainvoke/astream: direct, or thread (a sync-only hook run off the event loop)."),
+    ("runs in", "The graph node (node hooks) or the chain (model chain, tool chain) it runs in."),
+    ("own node", "yes: the hook has a node of its own (it may interrupt; resuming never re-runs its neighbours)."),
+    ("jumps", "Where the hook may jump (jump_to): model, tools, end."),
+)
+
+
+class VizError(MiddlewareError, TypeError):
+    """``render_*`` was given something it cannot draw."""
+
+
+def _e(value: object) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _page(title: str, body: str) -> str:
+    return (
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        f"<title>{_e(title)}</title><style>{_CSS}</style></head><body>\n{body}\n</body></html>\n"
+    )
+
+
+# -- the plan ----------------------------------------------------------------------------------------------------------
+def _plan_and_graph(agent_or_plan: Any) -> tuple[MiddlewarePlan, Any]:
+    if isinstance(agent_or_plan, MiddlewarePlan):
+        return agent_or_plan, None
+    plan = getattr(agent_or_plan, "middleware_plan", None)
+    if not isinstance(plan, MiddlewarePlan):
+        raise VizError(
+            f"render_plan_html() needs an agent built by middleware_kit.create_agent (or its middleware_plan), "
+            f"got {type(agent_or_plan).__name__}",
+            middleware="render_plan_html",
+            hook="agent_or_plan",
+        )
+    get_graph = getattr(agent_or_plan, "get_graph", None)
+    return plan, get_graph() if callable(get_graph) else None
+
+
+def _chip(hook: PlannedHook, label: str) -> str:
+    bridged = "thread" if hook.under_ainvoke == "thread" else "loop" if hook.under_invoke == "loop" else ""
+    title = f"defines {hook.defined}; invoke: {hook.under_invoke}; ainvoke: {hook.under_ainvoke}; in {hook.where}"
+    return f'<span class="hook {bridged}" title="{_e(title)}">{_e(label)}</span>'
+
+
+def _phase_box(title: str, hooks: Sequence[PlannedHook]) -> str:
+    if not hooks:
+        return ""
+    chips = "".join(_chip(h, f"{h.middleware}.{h.phase}") for h in hooks)
+    return f'<div class="phase"><h3>{_e(title)}</h3>{chips}</div>'
+
+
+def _onion(layers: Sequence[str], core: str) -> str:
+    inner = f'<div class="core">{_e(core)}</div>'
+    for layer in reversed(layers):  # build inside-out, so the first (outermost) layer ends up outside
+        inner = f'<div class="layer"><div class="label">{_e(layer)}</div>{inner}</div>'
+    return inner
+
+
+def _onion_section(plan: MiddlewarePlan) -> str:
+    def of(phase: str) -> list[PlannedHook]:
+        return [h for h in plan.hooks if h.phase == phase]
+
+    modifiers = of("modify_model_request")
+    model_core = "model call"
+    if modifiers:
+        model_core += " (after " + ", ".join(f"{h.middleware}.modify_model_request" for h in modifiers) + ")"
+    wraps = [layer for layer in plan.model_chain if not layer.endswith(".modify_model_request")]
+    parts = [
+        _phase_box("before_agent", of("before_agent")),
+        _phase_box("before_model", of("before_model")),
+        '<div class="phase"><h3>model chain (outermost first)</h3>' + _onion(wraps, model_core) + "</div>",
+        _phase_box("after_model", of("after_model")),
+    ]
+    if "tools" in plan.nodes:
+        parts.append('<div class="phase"><h3>tool chain, per tool call</h3>' + _onion(plan.tool_chain, "tool")
+                     + "</div>")
+    parts.append(_phase_box("after_agent", of("after_agent")))
+    flow = '<span class="arrow">&rarr;</span>'.join(p for p in parts if p)
+    lanes = "".join(
+        f'<tr><td class="mono">{_e(mw)}</td><td>'
+        + "".join(_chip(h, h.phase) for h in plan.hooks if h.middleware == mw)
+        + "</td></tr>"
+        for mw in plan.middleware
+    )
+    guards = ""
+    if plan.guards:
+        guards = ("<p>Message guards (every messages write, before LangGraph commits it): "
+                  + " &rarr; ".join(f'<span class="mono">{_e(g)}.guard_messages</span>' for g in plan.guards)
+                  + "</p>")
+    return (
+        "<h2>Onion: every hook in run order</h2>"
+        '<p class="sub">A run goes left to right; the model call and each tool call go through their chain from the '
+        "outermost layer in. Orange: a sync hook run in a thread under ainvoke; purple: an async hook driven in a "
+        "loop under invoke.</p>"
+        f'<div class="flow">{flow}</div>{guards}'
+        '<h2>Hooks per middleware</h2><table class="lanes"><tr><th>middleware</th><th>hooks (run order)</th></tr>'
+        f"{lanes}</table>"
+    )
+
+
+def _graph_svg(graph: Any, plan: MiddlewarePlan) -> str:
+    if graph is None:  # a bare plan: its nodes in run order
+        names = ["__start__", *plan.nodes, "__end__"]
+        edges = [(a, b, False) for a, b in itertools.pairwise(names)]
+    else:
+        names = list(graph.nodes)
+        order = {n: i for i, n in enumerate(["__start__", *plan.nodes, "__end__"])}
+        names.sort(key=lambda n: order.get(n, len(order)))
+        edges = [(e.source, e.target, bool(e.conditional)) for e in graph.edges]
+    row, box_w, box_h, left = 64, 220, 32, 20
+    y = {n: 16 + i * row for i, n in enumerate(names)}
+    parts: list[str] = []
+    arcs = 0
+    for source, target, conditional in edges:
+        if source not in y or target not in y:
+            continue
+        dash = ' stroke-dasharray="5 4"' if conditional else ""
+        x_mid = left + box_w / 2
+        if y[target] - y[source] == row:  # the next node down: a straight arrow
+            parts.append(f'<line x1="{x_mid}" y1="{y[source] + box_h}" x2="{x_mid}" y2="{y[target]}" '
+                         f'stroke="#56627a" marker-end="url(#arrow)"{dash}/>')
+            continue
+        arcs += 1
+        x_out = left + box_w + 18 + arcs * 16
+        y1, y2 = y[source] + box_h / 2, y[target] + box_h / 2
+        if source == target:
+            y1, y2 = y1 - 8, y1 + 8
+        parts.append(f'<path d="M{left + box_w} {y1} C{x_out} {y1} {x_out} {y2} {left + box_w} {y2}" fill="none" '
+                     f'stroke="#56627a" marker-end="url(#arrow)"{dash}/>')
+    for n in names:
+        fill = "#e7f6ee" if n in ("__start__", "__end__") else "#e3ecfb"
+        parts.append(f'<rect x="{left}" y="{y[n]}" width="{box_w}" height="{box_h}" rx="6" fill="{fill}" '
+                     f'stroke="#4a72c4"/><text x="{left + box_w / 2}" y="{y[n] + 20}" text-anchor="middle">'
+                     f"{_e(n)}</text>")
+    width = left + box_w + 40 + arcs * 16
+    height = 16 + len(names) * row
+    return (
+        "<h2>Graph</h2>"
+        '<p class="sub">Nodes top to bottom in run order; dashed edges are conditional (chosen at run time).</p>'
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" '
+        f'aria-label="graph of {_e(plan.name)}"><defs><marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" '
+        'markerWidth="7" markerHeight="7" orient="auto-start-reverse"><path d="M0 0L10 5L0 10z" fill="#56627a"/>'
+        f'</marker></defs>{"".join(parts)}</svg>'
+    )
+
+
+def _table(plan: MiddlewarePlan) -> str:
+    head = "".join(f"<th>{_e(name)}</th>" for name, _ in _LEGEND)
+    rows = "".join(
+        "<tr>" + "".join(f'<td class="mono">{_e(cell)}</td>' for cell in (
+            i, h.phase, h.middleware, h.defined, h.under_invoke, h.under_ainvoke, h.where,
+            "yes" if h.own_node else "", ", ".join(h.can_jump_to),
+        )) + "</tr>"
+        for i, h in enumerate(plan.hooks, 1)
+    )
+    legend = "".join(f"<dt>{_e(name)}</dt><dd>{_e(text)}</dd>" for name, text in _LEGEND)
+    return (f"<h2>Plan</h2><table><tr>{head}</tr>{rows}</table>"
+            f'<h2>Legend</h2><dl class="legend">{legend}</dl>')
+
+
+def render_plan_html(agent_or_plan: Any) -> str:
+    """A self-contained HTML page (no network) of an agent's middleware plan: onion, graph, table and legend."""
+    plan, graph = _plan_and_graph(agent_or_plan)
+    body = (
+        f"<h1>Middleware plan of {_e(plan.name)}</h1>"
+        f'<p class="sub">{len(plan.middleware)} middleware(s), first listed = outermost: '
+        + ", ".join(f'<span class="mono">{_e(m)}</span>' for m in plan.middleware)
+        + "</p>"
+        + _onion_section(plan)
+        + _graph_svg(graph, plan)
+        + _table(plan)
+    )
+    return _page(f"middleware plan of {plan.name}", body)
+
+
+def write_plan_html(agent_or_plan: Any, path: str | Path) -> Path:
+    """Write :func:`render_plan_html` to ``path`` (UTF-8); returns the path."""
+    out = Path(path)
+    out.write_text(render_plan_html(agent_or_plan), encoding="utf-8")
+    return out
+
+
+# -- the timeline of one run -------------------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class TimelineItem:
+    """One bar (``end`` set) or tick (``end`` None) of the timeline; times in seconds on any common clock."""
+
+    label: str
+    lane: str
+    start: float
+    end: float | None = None
+    failed: bool = False
+
+
+class TimelineRecorder(BaseCallbackHandler):
+    """Records every langchain-core run of the invocations it is passed to (``config={"callbacks": [rec]}``).
+
+    Each run becomes a :class:`TimelineItem`: hook runs (``"{middleware}.{hook}"``) on their middleware's lane,
+    chat model calls on ``model``, tool calls on ``tools``, other runs (graph nodes) on ``graph``.
+    """
+
+    run_inline = True
+
+    def __init__(self) -> None:
+        self._open: dict[UUID, tuple[str, str, float]] = {}
+        self._items: list[TimelineItem] = []
+        self._lock = threading.Lock()
+
+    @property
+    def items(self) -> tuple[TimelineItem, ...]:
+        with self._lock:
+            return tuple(self._items)
+
+    def _begin(self, run_id: UUID, label: str, lane: str) -> None:
+        with self._lock:
+            self._open[run_id] = (label, lane, time.perf_counter())
+
+    def _close(self, run_id: UUID, failed: bool = False) -> None:
+        now = time.perf_counter()
+        with self._lock:
+            opened = self._open.pop(run_id, None)
+            if opened is not None:
+                self._items.append(TimelineItem(opened[0], opened[1], opened[2], now, failed))
+
+    def on_chain_start(self, serialized: dict[str, Any] | None, inputs: Any, *, run_id: UUID,
+                       parent_run_id: UUID | None = None, **kwargs: Any) -> None:
+        name = str(kwargs.get("name") or (serialized or {}).get("name") or "chain")
+        middleware, dot, _hook = name.rpartition(".")
+        lane = "agent" if parent_run_id is None else middleware if dot and middleware else "graph"
+        self._begin(run_id, name, lane)
+
+    def on_chat_model_start(self, serialized: dict[str, Any], messages: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        self._begin(run_id, str(kwargs.get("name") or (serialized or {}).get("name") or "chat model"), "model")
+
+    def on_tool_start(self, serialized: dict[str, Any], input_str: str, *, run_id: UUID, **kwargs: Any) -> None:
+        self._begin(run_id, str(kwargs.get("name") or (serialized or {}).get("name") or "tool"), "tools")
+
+    def on_chain_end(self, outputs: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        self._close(run_id)
+
+    def on_llm_end(self, response: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        self._close(run_id)
+
+    def on_tool_end(self, output: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        self._close(run_id)
+
+    def on_chain_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        self._close(run_id, failed=True)
+
+    def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        self._close(run_id, failed=True)
+
+    def on_tool_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        self._close(run_id, failed=True)
+
+
+def _items_of(source: Any) -> list[TimelineItem]:
+    if isinstance(source, TimelineRecorder):
+        return list(source.items)
+    items: list[TimelineItem] = []
+    for thing in source if isinstance(source, Iterable) else ():
+        if isinstance(thing, TimelineItem):
+            items.append(thing)
+        elif isinstance(thing, Mapping) and "event" in thing:  # an Event (or a plain event dict with a timestamp)
+            stamp = getattr(thing, "timestamp", None)
+            if stamp is None:
+                continue
+            hook = getattr(thing, "hook", None)
+            who = thing.get("middleware") or "framework"
+            label = f"{thing['event']}" + (f" ({who}.{hook})" if hook else "")
+            items.append(TimelineItem(label, str(who), float(stamp)))
+        elif hasattr(thing, "start_time") and hasattr(thing, "name"):  # an OpenTelemetry ReadableSpan
+            attributes: Mapping[str, Any] = getattr(thing, "attributes", None) or {}
+            lane = str(attributes.get("middleware_kit.middleware") or attributes.get("gen_ai.operation.name")
+                       or "span")
+            end = getattr(thing, "end_time", None)
+            status = getattr(getattr(thing, "status", None), "status_code", None)
+            items.append(TimelineItem(str(thing.name), lane, thing.start_time / 1e9,
+                                      None if end is None else end / 1e9, getattr(status, "name", "") == "ERROR"))
+        else:
+            raise VizError(
+                f"render_timeline_html() cannot draw a {type(thing).__name__}: pass a TimelineRecorder, finished "
+                "OpenTelemetry spans, or the Event objects of one run",
+                middleware="render_timeline_html",
+                hook="source",
+            )
+    return items
+
+
+def render_timeline_html(source: Any, *, title: str = "run timeline") -> str:
+    """A self-contained HTML timeline of one run: a bar per run/span (start, duration), a tick per event."""
+    items = sorted(_items_of(source), key=lambda i: (i.start, -(i.end or i.start)))
+    if not items:
+        return _page(title, f"<h1>{_e(title)}</h1><p>Nothing was recorded.</p>")
+    t0 = items[0].start
+    t1 = max(max(i.end or i.start for i in items), t0 + 1e-6)
+    span = t1 - t0
+    lanes: list[str] = []
+    for item in items:
+        if item.lane not in lanes:
+            lanes.append(item.lane)
+    label_w, plot_w, row = 180, 760, 22
+    parts: list[str] = []
+    for n, item in enumerate(items):
+        y = 30 + n * row
+        x = label_w + (item.start - t0) / span * plot_w
+        lane_color = ("#4a72c4", "#2f8f5b", "#c47a1f", "#8a4fc4", "#c44a6a", "#3a9fb0")[lanes.index(item.lane) % 6]
+        color = "#d13c3c" if item.failed else lane_color
+        duration = "" if item.end is None else f"{(item.end - item.start) * 1000:.2f} ms"
+        tip = f"{item.label} [{item.lane}] +{(item.start - t0) * 1000:.2f} ms {duration}".strip()
+        if item.end is None:
+            shape = f'<circle cx="{x:.1f}" cy="{y + 7}" r="5" fill="{color}"><title>{_e(tip)}</title></circle>'
+        else:
+            w = max((item.end - item.start) / span * plot_w, 2.0)
+            shape = (f'<rect x="{x:.1f}" y="{y}" width="{w:.1f}" height="14" rx="3" fill="{color}" opacity="0.85">'
+                     f"<title>{_e(tip)}</title></rect>")
+        parts.append(f'<text x="4" y="{y + 11}">{_e(item.label[:24])}</text>{shape}'
+                     f'<text x="{min(x + 8, label_w + plot_w - 60):.1f}" y="{y + 11}" fill="#44506a" '
+                     f'font-size="10">{_e(duration)}</text>')
+    height = 40 + len(items) * row
+    axis = (f'<line x1="{label_w}" y1="20" x2="{label_w + plot_w}" y2="20" stroke="#8894a8"/>'
+            f'<text x="{label_w}" y="14">0 ms</text>'
+            f'<text x="{label_w + plot_w}" y="14" text-anchor="end">{span * 1000:.2f} ms</text>')
+    legend = "".join(f"<tr><td class=\"mono\">{_e(lane)}</td><td>{sum(1 for i in items if i.lane == lane)}</td></tr>"
+                     for lane in lanes)
+    body = (
+        f"<h1>{_e(title)}</h1>"
+        f'<p class="sub">{len(items)} item(s) over {span * 1000:.2f} ms; bars are runs (start and duration, red: '
+        "failed), dots are events.</p>"
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{label_w + plot_w + 20}" height="{height}" role="img" '
+        f'aria-label="{_e(title)}">{axis}{"".join(parts)}</svg>'
+        f"<h2>Lanes</h2><table><tr><th>lane</th><th>items</th></tr>{legend}</table>"
+    )
+    return _page(title, body)
+
+
+def write_timeline_html(source: Any, path: str | Path, *, title: str = "run timeline") -> Path:
+    """Write :func:`render_timeline_html` to ``path`` (UTF-8); returns the path."""
+    out = Path(path)
+    out.write_text(render_timeline_html(source, title=title), encoding="utf-8")
+    return out

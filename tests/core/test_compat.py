@@ -1,0 +1,37 @@
+"""Every LangGraph private API the engine uses is in middleware_kit._compat, and the installed LangGraph is in the
+range it supports."""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+from importlib.metadata import version
+
+from packaging.specifiers import SpecifierSet
+
+import middleware_kit
+import middleware_kit._compat as compat
+
+ENGINE = pathlib.Path(middleware_kit.__file__).parent
+
+
+def test_installed_langgraph_is_in_the_supported_range() -> None:
+    assert version("langgraph") in SpecifierSet(",".join(compat.SUPPORTED_LANGGRAPH))
+
+
+def test_every_compat_name_resolves() -> None:
+    for name in compat.__all__:
+        assert getattr(compat, name) is not None, name
+
+
+def test_no_engine_module_but_compat_imports_langgraph_internals() -> None:
+    offenders = []
+    for path in ENGINE.glob("*.py"):
+        if path.name == "_compat.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module and "._internal" in f".{node.module}":
+                offenders.append(f"{path.name}: from {node.module}")
+            if isinstance(node, ast.Attribute) and node.attr == "_update_as_tuples":
+                offenders.append(f"{path.name}: ._update_as_tuples")
+    assert offenders == []

@@ -1,0 +1,239 @@
+"""HumanInTheLoopMiddleware against LangChain 1.5.2: per_call payload and schema, when(request), edit_notice, texts,
+error sentences; frozen configuration; the injected ``interrupt``. Each deliberate difference is pinned here too."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+from unittest.mock import patch
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.prebuilt import ToolRuntime
+from langgraph.types import Command
+from pydantic import TypeAdapter
+
+from middleware_kit import MiddlewareConfigError, create_agent
+from middleware_kit.middlewares import human_in_the_loop as hitl_module
+from middleware_kit.middlewares._frozen import FrozenMiddlewareError
+from middleware_kit.middlewares.human_in_the_loop import (
+    HumanInTheLoopMiddleware,
+    InterruptOnConfig,
+    InvalidResumeError,
+    ToolApprovalRequest,
+)
+from middleware_kit.testing import ScriptedChatModel, make_runtime, tool_call
+from tests.conftest import Runner
+
+ran: list[dict[str, Any]] = []
+
+
+@tool
+def send_email(to: str, body: str) -> str:
+    """Send an email."""
+    ran.append({"to": to, "body": body})
+    return f"sent to {to}"
+
+
+EMAIL = tool_call("send_email", {"to": "ann@example.com", "body": "hi"}, id="c_email")
+CFG: Any = {"configurable": {"thread_id": "t"}}
+
+
+@pytest.fixture(autouse=True)
+def _clear() -> None:
+    ran.clear()
+
+
+def agent_with(middleware: HumanInTheLoopMiddleware, **kwargs: Any) -> Any:
+    model = ScriptedChatModel([AIMessage("", tool_calls=[EMAIL]), "done"])
+    return create_agent(model, [send_email], middleware=[middleware], checkpointer=InMemorySaver(), **kwargs)
+
+
+# -- per_call: LangChain 1.5's ToolApprovalRequest and per-decision response schema ------------------------------------
+def test_per_call_interrupt_value_and_response_schema(run: Runner) -> None:
+    agent = agent_with(HumanInTheLoopMiddleware(
+        {"send_email": {"allowed_decisions": ["approve", "edit"]}}, interrupt_mode="per_call"))
+    (pending,) = run(agent, {"messages": [HumanMessage("go")]}, config=CFG)["__interrupt__"]
+    TypeAdapter(ToolApprovalRequest).validate_python(pending.value)  # the public type describes it
+    assert pending.value["type"] == "tool_approval"
+    assert pending.value["action_request"]["args"] == {"to": "ann@example.com", "body": "hi"}
+    assert pending.value["review_config"] == {"action_name": "send_email", "allowed_decisions": ["approve", "edit"]}
+    schema = json.dumps(pending.response_schema)
+    # the decisions allowed for the tool, and for edits the tool's own argument schema
+    assert '"approve"' in schema and '"edit"' in schema and '"reject"' not in schema and '"respond"' not in schema
+    assert '"to": {"type": "string"}' in schema and '"body": {"type": "string"}' in schema
+    # answered with a single decision keyed by the interrupt's id
+    run(agent, Command(resume={pending.id: {"type": "approve"}}), config=CFG)
+    assert ran == [{"to": "ann@example.com", "body": "hi"}]
+
+
+def test_ours_per_call_also_takes_the_batched_form(run: Runner) -> None:
+    agent = agent_with(HumanInTheLoopMiddleware({"send_email": True}, interrupt_mode="per_call"))
+    run(agent, {"messages": [HumanMessage("go")]}, config=CFG)
+    run(agent, Command(resume={"decisions": {"c_email": {"type": "approve"}}}), config=CFG)
+    assert len(ran) == 1
+
+
+# -- when(request) receives a ToolCallRequest whose runtime is a ToolRuntime -------------------------------------------
+def test_when_request_runtime_is_a_tool_runtime(run: Runner) -> None:
+    seen: list[Any] = []
+
+    def when(request: Any) -> bool:
+        seen.append(request)
+        return bool(request.runtime.context["role"] != "admin")
+
+    agent = agent_with(HumanInTheLoopMiddleware({"send_email": InterruptOnConfig(allowed_decisions=["approve"],
+                                                                                  when=when)}))
+    out = run(agent, {"messages": [HumanMessage("go")]}, config=CFG, context={"role": "clerk"})
+    assert "__interrupt__" in out
+    (request,) = seen
+    assert isinstance(request.runtime, ToolRuntime)
+    assert request.runtime.tool_call_id == "c_email" and request.runtime.context == {"role": "clerk"}
+    assert request.tool_call["id"] == "c_email" and request.tool is None
+    assert len(request.runtime.state["messages"]) == 2 and request.state is request.runtime.state
+
+
+# -- edit_notice -------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("edit_notice", "expected"),
+    [
+        (True, '[A human reviewer edited this call before it ran. It ran as send_email({"body": "yo", "to": '
+               '"bob@example.com"}) instead of the requested send_email({"body": "hi", "to": '
+               '"ann@example.com"}). It has run: do not repeat the requested call.]\nsent to bob@example.com'),
+        (False, "sent to bob@example.com"),
+        ("(edited from {requested_args}) ", '(edited from {"body": "hi", "to": "ann@example.com"}) sent to '
+                                            "bob@example.com"),
+    ],
+)
+def test_edit_notice(run: Runner, edit_notice: bool | str, expected: str) -> None:
+    agent = agent_with(HumanInTheLoopMiddleware({"send_email": True}, edit_notice=edit_notice))
+    run(agent, {"messages": [HumanMessage("go")]}, config=CFG)
+    edit = {"type": "edit", "edited_action": {"name": "send_email", "args": {"to": "bob@example.com", "body": "yo"}}}
+    out = run(agent, Command(resume={"decisions": [edit]}), config=CFG)
+    assert out["messages"][2].content == expected
+
+
+@pytest.mark.parametrize("bad", ["{unknown}", "{", 3])
+def test_a_bad_edit_notice_is_refused(bad: Any) -> None:
+    with pytest.raises(MiddlewareConfigError) as err:
+        HumanInTheLoopMiddleware({"send_email": True}, edit_notice=bad)
+    assert err.value.hook == "edit_notice" and "edit_notice" in str(err.value)
+
+
+# -- the model-facing reject text and the error sentences start with LangChain's ---------------------------------------
+def test_reject_text_starts_with_langchains(run: Runner) -> None:
+    agent = agent_with(HumanInTheLoopMiddleware({"send_email": True}))
+    run(agent, {"messages": [HumanMessage("go")]}, config=CFG)
+    out = run(agent, Command(resume={"decisions": [{"type": "reject"}]}), config=CFG)
+    assert out["messages"][2].content.startswith("User rejected the tool call for `send_email` with id c_email.")
+    assert out["messages"][2].status == "error"
+
+
+@pytest.mark.parametrize(
+    ("resume", "sentence"),
+    [
+        ({"decisions": []}, "Number of human decisions (0) does not match number of hanging tool calls (1)."),
+        ({"decisions": [{"type": "respond", "message": "x"}]},
+         "Unexpected human decision: {'type': 'respond', 'message': 'x'}. Decision type 'respond' is not allowed for "
+         "tool 'send_email'. Expected one of ['approve', 'reject'] based on the tool's configuration."),
+    ],
+)
+def test_errors_start_with_langchains_sentence_then_our_fix(run: Runner, resume: Any, sentence: str) -> None:
+    agent = agent_with(HumanInTheLoopMiddleware({"send_email": {"allowed_decisions": ["approve", "reject"]}}))
+    run(agent, {"messages": [HumanMessage("go")]}, config=CFG)
+    with pytest.raises(InvalidResumeError) as err:  # a ValueError, as LangChain raises
+        run(agent, Command(resume=resume), config=CFG)
+    assert isinstance(err.value, ValueError)
+    assert str(err.value).startswith(sentence + " HumanInTheLoopMiddleware: ")
+    assert str(err.value).endswith("The interrupt is still pending: resume the thread again with a corrected value.")
+
+
+# -- frozen configuration ----------------------------------------------------------------------------------------------
+def test_configuration_is_frozen_and_replace_gives_a_working_copy(run: Runner) -> None:
+    given: dict[str, Any] = {"send_email": {"allowed_decisions": ["approve"]}}
+    middleware = HumanInTheLoopMiddleware(given)
+    given["send_email"]["allowed_decisions"].append("reject")  # the caller's dict is copied
+    given["other"] = True
+    assert middleware.interrupt_on == {"send_email": {"allowed_decisions": ["approve"]}}
+    middleware.interrupt_on["send_email"]["allowed_decisions"].append("edit")
+    for attribute, value in (("interrupt_on", {}), ("interrupt_mode", "per_call"), ("edit_notice", False)):
+        with pytest.raises(FrozenMiddlewareError, match=rf"cannot set '{attribute}'"):
+            setattr(middleware, attribute, value)
+    agent = agent_with(middleware)
+    out = run(agent, {"messages": [HumanMessage("go")]}, config=CFG)
+    assert out["__interrupt__"][0].value["review_configs"][0]["allowed_decisions"] == ["approve"]  # unchanged
+    per_call = middleware.replace(interrupt_mode="per_call")
+    assert per_call.interrupt_mode == "per_call" and middleware.interrupt_mode == "batched"
+    changed = agent_with(per_call)
+    (pending,) = run(changed, {"messages": [HumanMessage("go")]}, config=CFG)["__interrupt__"]
+    assert pending.value["type"] == "tool_approval"
+    with pytest.raises(MiddlewareConfigError, match="interrupt_mode='each'"):
+        middleware.replace(interrupt_mode="each")
+
+
+# -- the interrupt function: patched module global or injected; one validation path -----------------------------------
+def _ai_state() -> Any:
+    return {"messages": [HumanMessage("go"), AIMessage("", tool_calls=[EMAIL], id="ai1")]}
+
+
+def test_an_injected_interrupt_takes_the_same_validation_path() -> None:
+    asked: list[Any] = []
+
+    def fake(payload: Any) -> Any:
+        asked.append(payload)
+        return {"decisions": [{"type": "edit", "edited_action": {"args": {1: "x"}}}]}
+
+    middleware = HumanInTheLoopMiddleware({"send_email": True}, interrupt=fake)
+    with pytest.raises(InvalidResumeError, match=r"invalid at 'edited_action\.args\.1\.\[key\]'"):
+        middleware.after_model(_ai_state(), make_runtime())
+    assert asked[0]["action_requests"][0]["id"] == "c_email"
+    ok = middleware.replace(interrupt=lambda payload: {"decisions": [{"type": "approve"}]})
+    result = ok.after_model(_ai_state(), make_runtime())
+    assert result is not None and result["messages"][0].tool_calls == [EMAIL]
+
+
+def test_an_injected_interrupt_with_response_schema_gets_the_validator() -> None:
+    def fake(payload: Any, *, response_schema: Any = None) -> Any:
+        return TypeAdapter(response_schema).validate_python({"decisions": [{"type": "reject", "message": "no"}]})
+
+    middleware = HumanInTheLoopMiddleware({"send_email": True}, interrupt=fake)
+    result = middleware.after_model(_ai_state(), make_runtime())
+    assert result is not None and isinstance(result["messages"][1], ToolMessage)
+    assert str(result["messages"][1].content).startswith("no\n\n(User rejected the tool call")
+
+
+def test_the_module_global_is_looked_up_at_call_time() -> None:
+    middleware = HumanInTheLoopMiddleware({"send_email": True})
+    with patch.object(hitl_module, "interrupt", return_value={"decisions": [{"type": "approve"}]}) as fake:
+        middleware.after_model(_ai_state(), make_runtime())
+    fake.assert_called_once()
+    assert fake.call_args.args[0]["action_requests"][0]["name"] == "send_email"
+    assert fake.call_args.kwargs == {}  # a mock is called with the payload only, as in LangChain's tests
+
+
+@pytest.mark.parametrize("parameter", ["interrupt", "clock"])
+def test_injected_functions_must_be_callable(parameter: str) -> None:
+    with pytest.raises(MiddlewareConfigError, match=f"{parameter} must be callable"):
+        HumanInTheLoopMiddleware({"send_email": True}, **{parameter: 3})  # type: ignore[arg-type]
+
+
+# -- the package keeps every name the single module had ----------------------------------------------------------------
+BEFORE_THE_SPLIT = [
+    "Action", "ActionRequest", "ApproveDecision", "Decision", "DecisionType", "DescriptionFactory", "EditDecision",
+    "HITLRequest", "HITLResponse", "HumanInTheLoopMiddleware", "HumanInTheLoopState", "InterruptOnConfig",
+    "InterruptOnPolicy", "InvalidResumeError", "RejectDecision", "RespondDecision", "ReviewConfig", "WhenPredicate",
+    "interrupt",
+]
+
+
+def test_every_name_of_the_old_module_is_importable_from_the_package() -> None:
+    import importlib
+    from pathlib import Path
+
+    package = importlib.import_module("middleware_kit.middlewares.human_in_the_loop")
+    assert [name for name in BEFORE_THE_SPLIT if not hasattr(package, name)] == []
+    assert Path(package.__file__ or "").name == "__init__.py"
+    assert not (Path(package.__file__ or "").parent.parent / "human_in_the_loop.py").exists()
+    assert package.__all__ == sorted(package.__all__)

@@ -1,0 +1,186 @@
+"""Policies and the public surface: new input while an approval is pending (reject / abandon / queue),
+``RunControl`` validation, ``with_run_control`` as a drop-in for the compiled graph."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from langchain_core.messages import HumanMessage
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.types import Command
+
+from middleware_kit import create_agent
+from middleware_kit.errors import MiddlewareConfigError
+from middleware_kit.middlewares._frozen import FrozenMiddlewareError
+from middleware_kit.run_control import (
+    ControlledAgent,
+    InterruptAlreadyResolvedError,
+    RunControl,
+    RunControlConfigError,
+    RunControlGuard,
+    RunControlMiddleware,
+    controlled_middleware,
+    with_run_control,
+)
+from middleware_kit.testing import ScriptedChatModel
+from tests.run_control.helpers import (
+    APPROVE,
+    Ledger,
+    SlowModel,
+    assert_paired,
+    build,
+    call,
+    cfg,
+    pay_tool,
+    reply,
+    saver_for,
+)
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture(params=["invoke", "ainvoke"])
+def mode(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+async def custom_events(agent: Any, mode: str, inp: Any, config: Any) -> list[Any]:
+    if mode == "invoke":
+        import asyncio
+
+        return await asyncio.to_thread(lambda: list(agent.stream(inp, config, stream_mode="custom")))
+    return [c async for c in agent.astream(inp, config, stream_mode="custom")]
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+async def test_queue_holds_new_input_until_the_review_resolves(kind: str, mode: str, tmp_path: Path) -> None:
+    ledger = Ledger()
+    async with saver_for(kind, mode, tmp_path) as saver:
+        agent = build(saver, RunControl(on_pending_input="queue"), tools=[pay_tool(ledger)],
+                      model=SlowModel(default=reply))
+        first = await call(agent, mode, {"messages": [HumanMessage("x")]}, cfg("t"))
+        [review] = first["__interrupt__"]
+        held = await call(agent, mode, {"messages": [HumanMessage("y")]}, cfg("t"))
+        assert [i.id for i in held["__interrupt__"]] == [review.id]  # still paused on the same review
+        assert [m.content for m in held["messages"]] == [m.content for m in first["messages"]]  # nothing ran
+        events = await custom_events(agent, mode, {"messages": [HumanMessage("z")]}, cfg("t"))
+        assert events == [{"event": "input_queued", "middleware": "RunControl", "thread_id": "t",
+                           "waiting_for": [review.id]}]
+        # resolving the review runs x's tool, then the held "y" as a new turn, which pauses for its own review
+        out = await call(agent, mode, Command(resume=APPROVE), cfg("t"))
+        assert out["__interrupt__"][0].value["action_requests"][0]["args"] == {"ref": "y"}
+        assert ledger.items == ["x"]
+        out = await call(agent, mode, Command(resume=APPROVE), cfg("t"))  # y's tool, then held "z" pauses
+        assert out["__interrupt__"][0].value["action_requests"][0]["args"] == {"ref": "z"}
+        out = await call(agent, mode, Command(resume=APPROVE), cfg("t"))
+        assert "__interrupt__" not in out and out["messages"][-1].content == "done: paid z"
+    assert ledger.items == ["x", "y", "z"]
+    assert [m.content for m in out["messages"] if isinstance(m, HumanMessage)] == ["x", "y", "z"]
+    assert_paired(out["messages"])
+
+
+async def test_abandon_makes_a_late_resume_of_the_dropped_review_an_error(mode: str, tmp_path: Path) -> None:
+    ledger = Ledger()
+    async with saver_for("memory", mode, tmp_path) as saver:
+        agent = build(saver, RunControl(on_pending_input="abandon"), tools=[pay_tool(ledger)],
+                      model=SlowModel(default=reply))
+        old = (await call(agent, mode, {"messages": [HumanMessage("x")]}, cfg("t")))["__interrupt__"][0].id
+        await call(agent, mode, {"messages": [HumanMessage("y")]}, cfg("t"))
+        with pytest.raises(InterruptAlreadyResolvedError) as info:
+            await call(agent, mode, Command(resume={old: APPROVE}), cfg("t"))
+        assert info.value.interrupt_id == old
+    assert ledger.items == []
+
+
+@pytest.mark.parametrize(
+    ("changes", "parameter"),
+    [
+        ({"on_conflict": "queue"}, "on_conflict"),
+        ({"ttl": 0}, "ttl"),
+        ({"ttl": float("nan")}, "ttl"),
+        ({"wait_timeout": -1}, "wait_timeout"),
+        ({"deadline": True}, "deadline"),
+        ({"on_deadline": "stop"}, "on_deadline"),
+        ({"on_cancel": None}, "on_cancel"),
+        ({"on_pending_input": "drop"}, "on_pending_input"),
+        ({"poll_interval": "1"}, "poll_interval"),
+    ],
+)
+def test_run_control_rejects_bad_values_naming_the_parameter(changes: dict[str, Any], parameter: str) -> None:
+    with pytest.raises(RunControlConfigError) as info:
+        RunControl(**changes)
+    assert isinstance(info.value, MiddlewareConfigError) and isinstance(info.value, ValueError)
+    assert info.value.hook == parameter and f"RunControl({parameter}=" in str(info.value)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.dictionaries(st.sampled_from(["ttl", "deadline", "wait_timeout", "poll_interval", "on_conflict"]),
+                       st.one_of(st.none(), st.booleans(), st.floats(allow_nan=True), st.integers(-5, 5),
+                                 st.text(max_size=5), st.sampled_from(["wait", "reject"]))))
+def test_any_run_control_value_is_either_valid_or_a_config_error(changes: dict[str, Any]) -> None:
+    try:
+        control = RunControl(**changes)
+    except RunControlConfigError:
+        return
+    assert control.ttl > 0 and control.heartbeat > 0
+
+
+def test_run_control_and_its_middleware_are_frozen_values() -> None:
+    control = RunControl(ttl=5)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        control.ttl = 1  # type: ignore[misc]
+    assert control.override(ttl=9).ttl == 9 and control.ttl == 5
+    with pytest.raises(RunControlConfigError):
+        control.override(ttl=-1)
+    mw = RunControlMiddleware()
+    with pytest.raises(FrozenMiddlewareError):
+        mw.tools = ()  # type: ignore[misc]
+    assert isinstance(mw.replace(), RunControlMiddleware) and isinstance(RunControlGuard().replace(), RunControlGuard)
+    stack = [RunControlMiddleware()]
+    built = controlled_middleware(stack)
+    stack.clear()
+    assert [type(m).__name__ for m in built] == ["RunControlMiddleware", "RunControlMiddleware", "RunControlGuard"]
+
+
+def test_with_run_control_needs_the_middleware_in_place() -> None:
+    plain = create_agent(ScriptedChatModel(["hi"]), checkpointer=InMemorySaver())
+    with pytest.raises(RunControlConfigError, match=r"RunControlMiddleware first and RunControlGuard last"):
+        with_run_control(plain)
+    with pytest.raises(RunControlConfigError, match="takes a compiled agent"):
+        with_run_control("agent")  # type: ignore[arg-type]
+    ok = create_agent(ScriptedChatModel(["hi"]), middleware=controlled_middleware(), checkpointer=InMemorySaver())
+    with pytest.raises(RunControlConfigError, match="must be a RunControl"):
+        with_run_control(ok, {"ttl": 3})  # type: ignore[arg-type]
+
+
+def test_the_controlled_agent_is_a_drop_in_for_the_compiled_graph(mode: str) -> None:
+    import asyncio
+
+    model = ScriptedChatModel(["one", "two", "three", "four"], cycle=True)
+    base = create_agent(model, middleware=controlled_middleware(), checkpointer=InMemorySaver())
+    agent = with_run_control(base, RunControl(ttl=7))
+    assert isinstance(agent, ControlledAgent) and agent.middleware_plan == base.middleware_plan  # type: ignore[attr-defined]
+    assert agent.get_graph().nodes.keys() == base.get_graph().nodes.keys()
+    stateless = with_run_control(create_agent(ScriptedChatModel(["three"]), middleware=controlled_middleware()))
+    configured = agent.with_config(recursion_limit=11)
+    assert isinstance(configured, ControlledAgent) and configured.run_control.ttl == 7
+    if mode == "invoke":
+        out = agent.invoke({"messages": [HumanMessage("a")]}, cfg("d"))
+        updates = list(agent.stream({"messages": [HumanMessage("b")]}, cfg("d"), stream_mode="updates"))
+        no_thread = stateless.invoke({"messages": [HumanMessage("c")]})  # no checkpointer: nothing to lease
+    else:
+        async def go() -> tuple[Any, list[Any], Any]:
+            out = await agent.ainvoke({"messages": [HumanMessage("a")]}, cfg("d"))
+            updates = [u async for u in agent.astream({"messages": [HumanMessage("b")]}, cfg("d"),
+                                                      stream_mode="updates")]
+            return out, updates, await stateless.ainvoke({"messages": [HumanMessage("c")]})
+
+        out, updates, no_thread = asyncio.run(go())
+    assert out["messages"][-1].content == "one" and updates and no_thread["messages"][-1].content == "three"
+    assert [m.content for m in agent.get_state(cfg("d")).values["messages"]] == ["a", "one", "b", "two"]
+    assert "run_control_elapsed" not in out  # private state stays private

@@ -1,0 +1,267 @@
+"""Run control across worker processes on SQLite and PostgreSQL: racing resumes, 4 workers x 40 threads with
+concurrent new turns and resumes, a worker SIGKILLed while it holds a lease, and a cancel from another process.
+
+The PostgreSQL tests use the session server of ``tests/integration/conftest.py`` (skipped outside CI when none can be
+started)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
+from tests.run_control.helpers import assert_paired
+
+ROOT = Path(__file__).resolve().parents[2]
+WORKER = Path(__file__).with_name("worker.py")
+TTL = 2.0
+
+pytestmark = pytest.mark.timeout(180)
+
+
+class Worker:
+    """One worker process: JSON commands in on stdin, JSON answers out on stdout."""
+
+    def __init__(self, kind: str, target: str, name: str, mode: str) -> None:
+        self.name = name
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        self.proc = subprocess.Popen([sys.executable, str(WORKER), kind, target, name, mode, str(TTL)], cwd=ROOT,
+                                     env=env, text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE)
+
+    def read(self) -> dict[str, Any]:
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if not line:
+            assert self.proc.stderr is not None
+            raise AssertionError(f"worker {self.name} died ({self.proc.wait()}): {self.proc.stderr.read()[-3000:]}")
+        return dict(json.loads(line))
+
+    def send(self, **cmd: Any) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps(cmd) + "\n")
+        self.proc.stdin.flush()
+
+    def ask(self, **cmd: Any) -> dict[str, Any]:
+        self.send(**cmd)
+        return self.read()
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            assert self.proc.stdin is not None
+            self.proc.stdin.close()
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        for stream in (self.proc.stdout, self.proc.stderr):
+            if stream is not None:
+                stream.close()
+
+
+class Database:
+    """The shared database of one test: where the workers point, and its ``tool_runs`` ledger."""
+
+    def __init__(self, kind: str, target: str) -> None:
+        self.kind, self.target = kind, target
+
+    def execute(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        if self.kind == "sqlite":
+            with sqlite3.connect(self.target, timeout=60) as conn:
+                return list(conn.execute(sql, args).fetchall())
+        import psycopg
+
+        with psycopg.connect(self.target, autocommit=True) as conn:
+            cur = conn.execute(sql.replace("?", "%s"), args)
+            return list(cur.fetchall()) if cur.description else []
+
+    def runs(self, prefix: str) -> list[tuple[str, str]]:
+        if self.kind == "sqlite":
+            with sqlite3.connect(self.target + ".ledger", timeout=60) as conn:
+                rows = conn.execute("SELECT ref, worker FROM tool_runs WHERE ref LIKE ? ORDER BY ref",
+                                    (prefix + "%",)).fetchall()
+            return [(str(r[0]), str(r[1])) for r in rows]
+        rows = self.execute("SELECT ref, worker FROM tool_runs WHERE ref LIKE ? ORDER BY ref", (prefix + "%",))
+        return [(str(r[0]), str(r[1])) for r in rows]
+
+    def history(self, thread: str) -> list[Any]:
+        from langgraph.checkpoint.memory import InMemorySaver  # noqa: F401  (the saver below matches the kind)
+
+        if self.kind == "sqlite":
+            from langgraph.checkpoint.sqlite import SqliteSaver
+
+            conn = sqlite3.connect(self.target, timeout=60, check_same_thread=False)
+            try:
+                tup = SqliteSaver(conn).get_tuple({"configurable": {"thread_id": thread}})
+            finally:
+                conn.close()
+        else:
+            from langgraph.checkpoint.postgres import PostgresSaver
+
+            with PostgresSaver.from_conn_string(self.target) as saver:
+                tup = saver.get_tuple({"configurable": {"thread_id": thread}})
+        assert tup is not None
+        return list(tup.checkpoint["channel_values"]["messages"])
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Database]:
+    if request.param == "sqlite":
+        target = str(tmp_path / "shared.sqlite")
+        from langgraph.checkpoint.sqlite import SqliteSaver
+
+        conn = sqlite3.connect(target, check_same_thread=False)
+        SqliteSaver(conn).setup()
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.commit()
+        conn.close()
+        with sqlite3.connect(target + ".ledger") as ledger:
+            ledger.execute("CREATE TABLE tool_runs (ref TEXT NOT NULL, worker TEXT NOT NULL, pid INTEGER)")
+        yield Database("sqlite", target)
+        return
+    dsn: str = request.getfixturevalue("postgres_dsn")
+    from langgraph.checkpoint.postgres import PostgresSaver
+
+    with PostgresSaver.from_conn_string(dsn) as saver:
+        saver.setup()
+    db = Database("postgres", dsn)
+    db.execute("CREATE TABLE IF NOT EXISTS tool_runs (ref text NOT NULL, worker text NOT NULL, pid int)")
+    yield db
+
+
+def start_workers(db: Database, n: int, prefix: str, mode: str = "invoke") -> list[Worker]:
+    workers = [Worker(db.kind, db.target, f"{prefix}{i}", mode) for i in range(n)]
+    for w in workers:
+        assert w.read() == {"ready": w.name}
+    return workers
+
+
+def close_all(workers: list[Worker]) -> None:
+    for w in workers:
+        w.close()
+
+
+def run_phase(workers: list[Worker], jobs: dict[int, list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Each worker serves its own queue in order; the workers run concurrently."""
+
+    def serve(i: int) -> list[dict[str, Any]]:
+        return [workers[i].ask(**cmd) for cmd in jobs.get(i, [])]
+
+    with ThreadPoolExecutor(len(workers)) as pool:
+        return [a for answers in pool.map(serve, range(len(workers))) for a in answers]
+
+
+@pytest.mark.parametrize("mode", ["invoke", "ainvoke"])
+def test_racing_resumes_across_processes_apply_once(database: Database, mode: str) -> None:
+    workers = start_workers(database, 4, f"r{mode[0]}", mode)
+    try:
+        for trial in range(4):
+            thread = f"{mode}-race-{trial}"
+            paused = workers[trial % 4].ask(op="start", thread=thread, text=f"{thread} pay")
+            assert paused["interrupts"], paused
+            for w in workers:  # all four approve at once (a double click, four replicas)
+                w.send(op="resume", thread=thread, id=None)
+            answers = [w.read() for w in workers]
+            applied = [a for a in answers if "error" not in a]
+            assert len(applied) == 1, answers
+            assert applied[0]["last"] == f"done: paid {thread} pay"
+            assert {a["error"] for a in answers if "error" in a} == {"InterruptAlreadyResolvedError"}
+            assert database.runs(thread) == [(f"{thread} pay", applied[0]["worker"])]
+    finally:
+        close_all(workers)
+
+
+def test_four_workers_forty_threads_concurrent_turns_and_resumes(database: Database) -> None:
+    """Turn 1 starts in worker i%4. Then, at once, worker i+1 approves it and worker i+2 sends turn 2 (rejected with
+    PendingApprovalError if it comes first, and resent). Then workers i+3 and i both approve turn 2 by id."""
+    if database.kind == "sqlite":
+        pytest.skip("the 4 x 40 load test is for PostgreSQL (SQLite serialises writers)")
+    started_at = time.monotonic()
+    n, threads = 4, [f"load{i:02d}" for i in range(40)]
+    workers = start_workers(database, n, "load")
+    try:
+        first = run_phase(workers, {w: [{"op": "start", "thread": t, "text": f"{t} one"}
+                                        for i, t in enumerate(threads) if i % n == w] for w in range(n)})
+        ids = {a["thread"]: a["interrupts"][0]["id"] for a in first}
+        assert len(ids) == 40
+        jobs: dict[int, list[dict[str, Any]]] = {w: [] for w in range(n)}
+        for i, t in enumerate(threads):
+            jobs[(i + 1) % n].append({"op": "resume", "thread": t, "id": ids[t]})
+            jobs[(i + 2) % n].append({"op": "start", "thread": t, "text": f"{t} two"})
+        second = run_phase(workers, jobs)
+        rejected = [a["thread"] for a in second if a.get("error") == "PendingApprovalError"]
+        assert all("error" not in a or a["error"] == "PendingApprovalError" for a in second), second
+        resent = run_phase(workers, {0: [{"op": "start", "thread": t, "text": f"{t} two"} for t in rejected]})
+        turn2 = {a["thread"]: a for a in second if "error" not in a and a["interrupts"]}
+        turn2.update({a["thread"]: a for a in resent})
+        assert set(turn2) == set(threads), "a second turn was lost"
+        jobs = {w: [] for w in range(n)}
+        for i, t in enumerate(threads):
+            iid = turn2[t]["interrupts"][0]["id"]
+            jobs[(i + 3) % n].append({"op": "resume", "thread": t, "id": iid})
+            jobs[i % n].append({"op": "resume", "thread": t, "id": iid})
+        third = run_phase(workers, jobs)
+    finally:
+        close_all(workers)
+    for t in threads:
+        outcomes = [a for a in third if a["thread"] == t]
+        assert sorted(a.get("error", "applied") for a in outcomes) == ["InterruptAlreadyResolvedError", "applied"]
+        assert [ref for ref, _ in database.runs(t + " ")] == [f"{t} one", f"{t} two"]  # each approved call once
+        messages = database.history(t)
+        assert_paired(messages)
+        assert [type(m) for m in messages] == [HumanMessage, AIMessage, ToolMessage, AIMessage] * 2
+        assert [m.content for m in messages if isinstance(m, HumanMessage)] == [f"{t} one", f"{t} two"]
+    assert time.monotonic() - started_at < 60
+
+
+@pytest.mark.parametrize("mode", ["invoke", "ainvoke"])
+def test_a_worker_killed_holding_the_lease_is_taken_over_after_the_ttl(database: Database, mode: str) -> None:
+    workers = start_workers(database, 3, f"k{mode[0]}", mode)
+    a, b, c = workers
+    thread = f"{mode}-killed"
+    try:
+        assert a.ask(op="start", thread=thread, text=f"{thread} pay")["interrupts"]
+        b.send(op="resume", thread=thread, id=None, hang=True)
+        assert b.read() == {"hanging": f"{thread} pay"}
+        killed_at = time.monotonic()
+        os.kill(b.proc.pid, signal.SIGKILL)
+        assert b.proc.wait(timeout=20) == -signal.SIGKILL
+        # c waits in line (on_conflict="wait") until the dead worker's lease expires, then finishes the thread
+        out = c.ask(op="continue", thread=thread)
+        assert time.monotonic() - killed_at >= TTL * 0.5, "the lease of the dead worker was not respected"
+        assert out["last"] == f"done: paid {thread} pay" and not out["interrupts"], out
+        again = a.ask(op="resume", thread=thread, id=None)
+        assert again["error"] == "InterruptAlreadyResolvedError"
+    finally:
+        close_all(workers)
+    assert database.runs(thread) == [(f"{thread} pay", f"k{mode[0]}2")]  # the killed run's effect never committed
+
+
+def test_a_run_is_cancelled_from_another_process(database: Database) -> None:
+    workers = start_workers(database, 2, "c")
+    a, b = workers
+    thread = "cancel-remote"
+    try:
+        assert a.ask(op="start", thread=thread, text=f"{thread} pay")["interrupts"]
+        a.send(op="resume", thread=thread, id=None, hang=True)
+        assert a.read() == {"hanging": f"{thread} pay"}
+        # the run is stuck inside a sync tool: the cancel is recorded for it, and the lease row says so
+        assert b.ask(op="cancel", thread=thread) == {"worker": "c1", "cancelled": True}
+        cancel = database.execute("SELECT cancel FROM middleware_kit_run_leases WHERE thread_id = ?", (thread,))
+        assert cancel == [("cancelled by request",)]
+    finally:
+        os.kill(a.proc.pid, signal.SIGKILL)
+        a.proc.wait(timeout=20)
+        close_all(workers)
