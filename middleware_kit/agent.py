@@ -17,9 +17,9 @@ from langgraph.types import Checkpointer
 from middleware_kit.errors import AgentArgumentError, MiddlewareConfigError
 from middleware_kit.graph import build_graph
 from middleware_kit.middleware import AgentMiddleware
-from middleware_kit.pipeline import build_pipeline
+from middleware_kit.pipeline import Pipeline, build_pipeline
 from middleware_kit.plan import MiddlewarePlan, build_plan
-from middleware_kit.schema import merge_state_schemas
+from middleware_kit.schema import MergedSchema, merge_state_schemas
 from middleware_kit.structured_output import to_strategy
 
 __all__ = ["create_agent"]
@@ -54,6 +54,28 @@ def _system_message(system_prompt: str | SystemMessage | None) -> SystemMessage 
     if isinstance(system_prompt, str):
         return SystemMessage(content=system_prompt)
     raise AgentArgumentError.bad_system_prompt(system_prompt)
+
+
+def _merged_schema(state_schema: type[Any] | None, pipeline: Pipeline, name: str | None) -> MergedSchema:
+    """``AgentState``, ``state_schema`` and every middleware's ``state_schema``, merged; the messages reducer behind
+    the agent's message guards."""
+    sources: list[tuple[str, type[Any]]] = []
+    if state_schema is not None:
+        sources.append(("create_agent", state_schema))
+    for mw in pipeline.middleware:
+        schema = getattr(mw, "state_schema", None)
+        if schema is not None:
+            sources.append((mw.name, schema))
+    schema_name = "".join(ch for ch in (name or "Agent").title() if ch.isalnum()) or "Agent"
+    guards = pipeline.guards
+    return merge_state_schemas(sources, name=schema_name, messages_reducer=guards.reducer() if guards else None)
+
+
+def _check_interrupt_nodes(nodes: list[str], before: list[str] | None, after: list[str] | None) -> None:
+    for option, names in (("interrupt_before", before), ("interrupt_after", after)):
+        unknown = [n for n in names or () if n != "*" and n not in nodes]
+        if unknown:
+            raise MiddlewareConfigError.unknown_nodes(option, unknown, nodes)
 
 
 def create_agent(
@@ -101,16 +123,8 @@ def create_agent(
     strategy = to_strategy(response_format)
     pipeline = build_pipeline(middleware, client_tools=client_tools)
 
-    sources: list[tuple[str, type[Any]]] = []
-    if state_schema is not None:
-        sources.append(("create_agent", state_schema))
-    for mw in pipeline.middleware:
-        schema = getattr(mw, "state_schema", None)
-        if schema is not None:
-            sources.append((mw.name, schema))
-    schema_name = "".join(ch for ch in (name or "Agent").title() if ch.isalnum()) or "Agent"
     guards = pipeline.guards
-    merged = merge_state_schemas(sources, name=schema_name, messages_reducer=guards.reducer() if guards else None)
+    merged = _merged_schema(state_schema, pipeline, name)
 
     if context_schema is not None and not isinstance(context_schema, type):
         raise MiddlewareConfigError.context_schema_not_a_class(context_schema)
@@ -125,10 +139,7 @@ def create_agent(
         response_format=strategy,
         context_schema=context_schema,
     )
-    for option, nodes in (("interrupt_before", interrupt_before), ("interrupt_after", interrupt_after)):
-        unknown = [n for n in nodes or () if n != "*" and n not in graph.nodes]
-        if unknown:
-            raise MiddlewareConfigError.unknown_nodes(option, unknown, graph.nodes)
+    _check_interrupt_nodes(graph.nodes, interrupt_before, interrupt_after)
     compiled = graph.builder.compile(
         checkpointer=checkpointer,
         store=store,

@@ -29,7 +29,7 @@ from langgraph.types import Command
 from middleware_kit.bridge import run_coroutine_sync, run_sync_in_thread
 from middleware_kit.drive import Flow, Step, run_async, run_sync
 from middleware_kit.errors import HookReturnError
-from middleware_kit.flow import as_engine_flow
+from middleware_kit.flow import drive_async, drive_sync
 from middleware_kit.hooks import HookMode
 from middleware_kit.types import ExtendedModelResponse, ModelRequest, ModelResponse, ToolCallRequest
 
@@ -243,16 +243,29 @@ def _flow_layer(
 ) -> Layer[Any, Any]:
     """A flow ``wrap_*_call`` (a generator) as a layer: the same generator under the sync and the async driver."""
 
-    def body(request: Any, nxt: Any, depth: int) -> Flow[Any]:
-        __tracebackhide__ = True
-        try:
-            result = yield from as_engine_flow(flow_fn(request), nxt, request_type, owner, hook)
-        except GraphBubbleUp as exc:
-            _note_bubble(exc)
-            raise
-        return normalize(result, depth)
+    def build_sync(nxt: SyncHandler, depth: int) -> SyncHandler:
+        def layer(request: Any) -> Any:
+            __tracebackhide__ = True
+            try:
+                return normalize(drive_sync(flow_fn(request), nxt, request_type, owner, hook), depth)
+            except GraphBubbleUp as exc:
+                _note_bubble(exc)
+                raise
 
-    return _body_layer(owner, hook, HookMode.FLOW, body)
+        return layer
+
+    def build_async(nxt: AsyncHandler, depth: int) -> AsyncHandler:
+        async def alayer(request: Any) -> Any:
+            __tracebackhide__ = True
+            try:
+                return normalize(await drive_async(flow_fn(request), nxt, request_type, owner, hook), depth)
+            except GraphBubbleUp as exc:
+                _note_bubble(exc)
+                raise
+
+        return alayer
+
+    return Layer(owner, hook, HookMode.FLOW, build_sync, build_async)
 
 
 def _wrap_layer(

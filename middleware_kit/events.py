@@ -9,6 +9,7 @@ Where the metadata comes from
     * ``thread_id``: ``runtime.execution_info.thread_id``, else ``configurable.thread_id`` of the LangGraph config.
     * ``run_id``: the ``run_id`` given in the config of ``invoke``/``stream`` (LangGraph's server always gives one),
       else ``metadata.run_id``, else an id minted for the run on its first event (a UUID, stable for the run).
+      Both ids are read once per run, at its first event, and kept with its sequence counter.
     * ``seq``: a counter per run, starting at 0. It is kept next to the run's stream writer (the one object LangGraph
       creates once per run and hands to every task of that run, subgraphs included), in a weak-keyed table: the
       counter disappears with the run (no cleanup to call, nothing shared between runs or agents), and the number is
@@ -191,8 +192,10 @@ def _rebuild(content: dict[str, Any], meta: dict[str, Any]) -> Event:
 @dataclass(slots=True)
 class _RunSequence:
     run_id: str
+    thread_id: str | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
     counter: Iterator[int] = field(default_factory=itertools.count)
+    lifecycle: RunLifecycle | None = None
 
 
 class _Sequences:
@@ -203,27 +206,31 @@ class _Sequences:
         self._by_id: dict[int, _RunSequence] = {}  # writers that cannot be weakly referenced (bounded, see below)
         self._lock = threading.Lock()
 
-    def of(self, writer: Any, run_id: str | None) -> _RunSequence:
+    def of(self, writer: Any, runtime: Any) -> _RunSequence:
+        """The run's entry; its ids are read once, when the run's first event (or lifecycle) creates it."""
         try:
             found = self._by_writer.get(writer)
         except TypeError:  # not weakly referenceable (a builtin bound method such as list.append)
-            return self._strong(writer, run_id)
+            return self._strong(writer, runtime)
         if found is None:
+            fresh = _new_run(runtime)
             with self._lock:
-                found = self._by_writer.get(writer)
-                if found is None:
-                    found = _RunSequence(run_id or str(uuid.uuid4()))
-                    self._by_writer[writer] = found
+                found = self._by_writer.setdefault(writer, fresh)
         return found
 
-    def _strong(self, writer: Any, run_id: str | None) -> _RunSequence:
+    def _strong(self, writer: Any, runtime: Any) -> _RunSequence:
         with self._lock:
             found = self._by_id.get(id(writer))
             if found is None:
                 if len(self._by_id) >= 256:  # oldest first: such writers come from hand-made runtimes in tests
                     del self._by_id[next(iter(self._by_id))]
-                found = self._by_id[id(writer)] = _RunSequence(run_id or str(uuid.uuid4()))
+                found = self._by_id[id(writer)] = _new_run(runtime)
             return found
+
+
+def _new_run(runtime: Any) -> _RunSequence:
+    run_id, thread_id = _ids(runtime)
+    return _RunSequence(run_id or str(uuid.uuid4()), thread_id)
 
 
 _SEQUENCES: Final = _Sequences()
@@ -293,13 +300,12 @@ def _send(runtime: Any, content: Mapping[str, Any], hook: str | None) -> Event |
     writer = _writer_of(runtime)
     if writer is None:
         return None
-    run_id, thread_id = _ids(runtime)
     if hook is None:
         current = _CURRENT_HOOK.get()
         hook = current[1] if current is not None else _hook_on_stack()
-    run = _SEQUENCES.of(writer, run_id)
+    run = _SEQUENCES.of(writer, runtime)
     with run.lock:
-        event = Event(content, hook=hook, run_id=run.run_id, thread_id=thread_id, seq=next(run.counter))
+        event = Event(content, hook=hook, run_id=run.run_id, thread_id=run.thread_id, seq=next(run.counter))
         writer(event)
     return event
 
@@ -366,6 +372,20 @@ class RunLifecycle:
     """
 
     __slots__ = ("_ended", "_lock", "_model_calls", "_model_s", "_start", "_tool_calls", "_tool_s", "agent")
+
+    @classmethod
+    def of(cls, runtime: Any, agent: str) -> RunLifecycle:
+        """The lifecycle of the run ``runtime`` belongs to, created on first use (kept next to the run's stream
+        writer, like the sequence numbers: every node of the run gets the same object, and it goes with the run).
+        Outside a run: a fresh, unshared one."""
+        writer = _writer_of(runtime)
+        if writer is None:
+            return cls(agent)
+        run = _SEQUENCES.of(writer, runtime)
+        with run.lock:
+            if run.lifecycle is None:
+                run.lifecycle = cls(agent)
+            return run.lifecycle
 
     def __init__(self, agent: str) -> None:
         self.agent = agent

@@ -19,9 +19,9 @@ for a method) is a flow::
 - ``yield Sleep(seconds)`` sleeps without blocking the event loop under ``ainvoke``.
 - ``return value`` ends the hook; the value is what a classic wrap hook would return.
 
-Under ``invoke`` the engine's sync driver runs the generator; under ``ainvoke`` its async driver runs the same
-generator on the event loop (no worker thread): :func:`as_engine_flow` turns what the flow yields into engine steps
-(:mod:`middleware_kit.drive`), so the whole mechanism reads in two screens.
+Under ``invoke`` :func:`drive_sync` runs the generator; under ``ainvoke`` :func:`drive_async` runs the same generator
+on the event loop (no worker thread). The two drivers differ only in ``await``; they are written out (not built on
+:mod:`middleware_kit.drive`) because a flow must cost no more than an async twin, and every saved call counts there.
 
 ``sleep`` and ``asleep`` are the functions ``Sleep`` uses, looked up when a flow sleeps: tests may patch them
 (``monkeypatch.setattr(middleware_kit.flow, "sleep", fake)``). They are the only module-level names of the engine a
@@ -39,12 +39,10 @@ from typing import Any, TypeAlias
 from langchain_core.messages import AIMessage, ToolMessage
 from langgraph.types import Command
 
-from middleware_kit.drive import Flow as EngineFlow
-from middleware_kit.drive import Step
 from middleware_kit.errors import HookReturnError
 from middleware_kit.types import ExtendedModelResponse, ModelRequest, ModelResponse, ToolCallRequest
 
-__all__ = ["ModelCallFlow", "Sleep", "ToolCallFlow", "as_engine_flow", "asleep", "sleep"]
+__all__ = ["ModelCallFlow", "Sleep", "ToolCallFlow", "asleep", "drive_async", "drive_sync", "sleep"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,42 +61,58 @@ ToolCallFlow: TypeAlias = Generator[
 ]
 """The return annotation of a flow ``wrap_tool_call``."""
 
-sleep: Callable[[float], None] = time.sleep
+sleep: Callable[[float], object] = time.sleep
 """How ``Sleep`` waits under ``invoke`` (looked up at each sleep; patchable in tests)."""
-asleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+asleep: Callable[[float], Awaitable[object]] = asyncio.sleep
 """How ``Sleep`` waits under ``ainvoke`` (looked up at each sleep; patchable in tests)."""
 
 
-def _sleep(seconds: float) -> None:
-    sleep(seconds)  # looked up now: tests patch the module global
-
-
-async def _asleep(seconds: float) -> None:
-    await asleep(seconds)
-
-
-def as_engine_flow(
+def drive_sync(
     flow: Generator[Any, Any, Any], handler: Callable[[Any], Any], request_type: type, owner: str, hook: str
-) -> EngineFlow[object]:
-    """A user's flow as an engine flow (:mod:`middleware_kit.drive`): its requests become calls of ``handler`` (the
-    next layer, sync or async: the driver decides), its ``Sleep``s sleeps; anything else it yields is refused."""
+) -> object:
+    """Run a user's flow under ``invoke``: its requests go to ``handler``, its ``Sleep``s to :data:`sleep`."""
     __tracebackhide__ = True
-    value: object = None
-    error: BaseException | None = None
-    while True:
-        try:
-            command = flow.send(value) if error is None else flow.throw(error)
-        except StopIteration as stop:
-            return stop.value
-        if isinstance(command, Sleep):
-            step = Step(_sleep, _asleep, command.seconds)
-        elif isinstance(command, request_type):
-            step = Step(handler, handler, command)
-        else:
-            flow.close()
-            raise HookReturnError.for_flow_yield(owner, hook, command, request_type.__name__)
-        value, error = None, None
-        try:
-            value = yield step
-        except BaseException as exc:  # thrown into the user's flow at its yield, as a classic handler call raises
-            error = exc
+    try:
+        command = flow.send(None)
+        while True:
+            if isinstance(command, request_type):
+                try:
+                    value = handler(command)
+                except BaseException as exc:  # raised into the flow at its yield, as a classic handler call raises
+                    command = flow.throw(exc)
+                    continue
+            elif isinstance(command, Sleep):
+                value = sleep(command.seconds)
+            else:
+                raise _refused(flow, owner, hook, command, request_type)
+            command = flow.send(value)
+    except StopIteration as stop:
+        return stop.value
+
+
+async def drive_async(
+    flow: Generator[Any, Any, Any], handler: Callable[[Any], Awaitable[Any]], request_type: type, owner: str, hook: str
+) -> object:
+    """Run the same flow under ``ainvoke``, on the event loop: requests awaited, ``Sleep``s on :data:`asleep`."""
+    __tracebackhide__ = True
+    try:
+        command = flow.send(None)
+        while True:
+            if isinstance(command, request_type):
+                try:
+                    value = await handler(command)
+                except BaseException as exc:  # raised into the flow at its yield, as a classic handler call raises
+                    command = flow.throw(exc)
+                    continue
+            elif isinstance(command, Sleep):
+                value = await asleep(command.seconds)
+            else:
+                raise _refused(flow, owner, hook, command, request_type)
+            command = flow.send(value)
+    except StopIteration as stop:
+        return stop.value
+
+
+def _refused(flow: Generator[Any, Any, Any], owner: str, hook: str, command: object, request_type: type) -> Exception:
+    flow.close()
+    return HookReturnError.for_flow_yield(owner, hook, command, request_type.__name__)

@@ -37,6 +37,7 @@ __all__ = [
     "HookKind",
     "HookMode",
     "HookSpec",
+    "JUMP_TARGETS",
     "MessageGuard",
     "ModelRequestHook",
     "NodeHook",
@@ -45,6 +46,9 @@ __all__ = [
 ]
 
 HookKind = Literal["node", "model_request", "wrap_model", "wrap_tool", "before_tool", "after_tool", "guard"]
+
+JUMP_TARGETS: tuple[str, ...] = ("model", "tools", "end")
+"""Every place a node hook may jump to (each :class:`HookSpec` says which of them it may use)."""
 
 FLOW_KINDS: frozenset[HookKind] = frozenset({"wrap_model", "wrap_tool"})
 """The kinds of hook that may be written as a flow (a generator: see :mod:`middleware_kit.flow`)."""

@@ -11,6 +11,7 @@ Middleware must be stateless: one instance serves many concurrent runs. Keep per
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Generic
 
 from langchain_core.messages import AIMessage, AnyMessage
@@ -21,8 +22,10 @@ from typing_extensions import TypeVar
 from middleware_kit._compat import StateLike
 from middleware_kit.flow import ModelCallFlow, ToolCallFlow
 from middleware_kit.hooks import (
+    HOOKS,
     AsyncModelHandler,
     AsyncToolHandler,
+    HookMode,
     ModelHandler,
     ToolHandler,
     ToolResult,
@@ -35,7 +38,7 @@ from middleware_kit.types import (
     ToolCallRequest,
 )
 
-__all__ = ["AgentMiddleware", "MiddlewareContextT", "StateT"]
+__all__ = ["AgentMiddleware", "HookImpl", "MiddlewareContextT", "StateT", "defined_hooks"]
 
 StateT = TypeVar("StateT", bound=AgentState[Any], default=AgentState[Any])
 """The state schema a middleware reads (``AgentMiddleware[MyState]``)."""
@@ -65,8 +68,6 @@ class AgentMiddleware(Generic[StateT, MiddlewareContextT]):
         self.__dict__["_middleware_name"] = value
 
     def __repr__(self) -> str:
-        from middleware_kit.pipeline import defined_hooks
-
         hooks = ", ".join(defined_hooks(self))
         return f"<{type(self).__name__} name={self.name!r} hooks=[{hooks}]>"
 
@@ -178,6 +179,65 @@ class AgentMiddleware(Generic[StateT, MiddlewareContextT]):
         Must be idempotent. Only middlewares that override it are guards; this default is never called.
         """
         return None
+
+
+@dataclass(frozen=True, slots=True)
+class HookImpl:
+    """A hook a middleware defines: its sync and/or async implementation and its declared routing."""
+
+    owner: str
+    hook: str
+    sync: Callable[..., Any] | None
+    async_: Callable[..., Any] | None
+    can_jump_to: frozenset[str]
+    may_interrupt: bool
+
+    @property
+    def mode(self) -> HookMode:
+        return HookMode.of(self.sync, self.async_, HOOKS[self.hook].kind)
+
+
+def _implementation(mw: AgentMiddleware[Any, Any], method: str) -> Callable[..., Any] | None:
+    """The bound implementation of ``method`` if ``mw`` overrides the base default, else None."""
+    if method in getattr(mw, "__dict__", {}):
+        fn: Callable[..., Any] = mw.__dict__[method]
+        return fn
+    impl = getattr(type(mw), method, None)
+    if impl is None or impl is getattr(AgentMiddleware, method):
+        return None
+    bound: Callable[..., Any] = getattr(mw, method)
+    return bound
+
+
+def _config(mw: AgentMiddleware[Any, Any], method: str, fn: Callable[..., Any] | None) -> dict[str, Any]:
+    cfg: dict[str, Any] = dict(getattr(type(mw), "_hook_config", {}).get(method, {}))
+    target = getattr(fn, "__func__", fn)
+    if target is not None:
+        if hasattr(target, "__can_jump_to__"):
+            cfg["can_jump_to"] = list(target.__can_jump_to__)
+        if getattr(target, "__may_interrupt__", False):
+            cfg["may_interrupt"] = True
+    return cfg
+
+
+def defined_hooks(mw: AgentMiddleware[Any, Any]) -> dict[str, HookImpl]:
+    """The hooks ``mw`` defines, in the order a run meets them."""
+    found: dict[str, HookImpl] = {}
+    for spec in HOOKS.values():
+        sync_fn = _implementation(mw, spec.name)
+        async_fn = _implementation(mw, spec.async_name)
+        if sync_fn is None and async_fn is None:
+            continue
+        jumps: set[str] = set()
+        may_interrupt = False
+        for method, fn in ((spec.name, sync_fn), (spec.async_name, async_fn)):
+            if fn is None:
+                continue
+            cfg = _config(mw, method, fn)
+            jumps.update(cfg.get("can_jump_to") or ())
+            may_interrupt = may_interrupt or bool(cfg.get("may_interrupt"))
+        found[spec.name] = HookImpl(mw.name, spec.name, sync_fn, async_fn, frozenset(jumps), may_interrupt)
+    return found
 
 
 def __getattr__(name: str) -> Any:

@@ -25,6 +25,7 @@ from middleware_kit._compat import is_last_value_channel
 from middleware_kit.bridge import run_coroutine_sync
 from middleware_kit.drive import Flow, Step, run_async, run_sync
 from middleware_kit.errors import HookReturnError, InvalidJumpError, UnknownStateKeyError
+from middleware_kit.hooks import JUMP_TARGETS
 
 __all__ = [
     "InterruptInFusedNodeWarning",
@@ -81,7 +82,7 @@ class StateSemantics:
         target = update["jump_to"]
         if target is None:
             return rest, None
-        if target not in ("model", "tools", "end"):
+        if target not in JUMP_TARGETS:
             raise InvalidJumpError.unknown_target(step.owner, step.hook, target)
         if target not in step.can_jump_to:
             declared = sorted(step.can_jump_to) or "none"

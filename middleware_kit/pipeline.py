@@ -8,7 +8,7 @@ walks the prebuilt tuples and closures.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,73 +17,13 @@ from langchain_core.tools import BaseTool
 from middleware_kit.chain import Layer, model_request_layer, tool_hooks_layer, wrap_model_layer, wrap_tool_layer
 from middleware_kit.errors import MiddlewareConfigError
 from middleware_kit.guards import Guards
-from middleware_kit.hooks import HOOKS, NODE_PHASES, HookMode
-from middleware_kit.middleware import AgentMiddleware
+from middleware_kit.hooks import HOOKS, JUMP_TARGETS, NODE_PHASES, HookMode
+from middleware_kit.middleware import AgentMiddleware, HookImpl, _implementation, defined_hooks
 from middleware_kit.phases import NodeStep, bridge_node_hook
-from middleware_kit.routing import JUMP_TARGETS
 
 __all__ = ["HookImpl", "Pipeline", "build_pipeline", "defined_hooks"]
 
 _RESERVED_NAME_CHARS = ("|", ":", "\n")
-
-
-@dataclass(frozen=True, slots=True)
-class HookImpl:
-    """A hook a middleware defines: its sync and/or async implementation and its declared routing."""
-
-    owner: str
-    hook: str
-    sync: Callable[..., Any] | None
-    async_: Callable[..., Any] | None
-    can_jump_to: frozenset[str]
-    may_interrupt: bool
-
-    @property
-    def mode(self) -> HookMode:
-        return HookMode.of(self.sync, self.async_, HOOKS[self.hook].kind)
-
-
-def _implementation(mw: AgentMiddleware[Any, Any], method: str) -> Callable[..., Any] | None:
-    """The bound implementation of ``method`` if ``mw`` overrides the base default, else None."""
-    if method in getattr(mw, "__dict__", {}):
-        fn: Callable[..., Any] = mw.__dict__[method]
-        return fn
-    impl = getattr(type(mw), method, None)
-    if impl is None or impl is getattr(AgentMiddleware, method):
-        return None
-    bound: Callable[..., Any] = getattr(mw, method)
-    return bound
-
-
-def _config(mw: AgentMiddleware[Any, Any], method: str, fn: Callable[..., Any] | None) -> dict[str, Any]:
-    cfg: dict[str, Any] = dict(getattr(type(mw), "_hook_config", {}).get(method, {}))
-    target = getattr(fn, "__func__", fn)
-    if target is not None:
-        if hasattr(target, "__can_jump_to__"):
-            cfg["can_jump_to"] = list(target.__can_jump_to__)
-        if getattr(target, "__may_interrupt__", False):
-            cfg["may_interrupt"] = True
-    return cfg
-
-
-def defined_hooks(mw: AgentMiddleware[Any, Any]) -> dict[str, HookImpl]:
-    """The hooks ``mw`` defines, in the order a run meets them."""
-    found: dict[str, HookImpl] = {}
-    for spec in HOOKS.values():
-        sync_fn = _implementation(mw, spec.name)
-        async_fn = _implementation(mw, spec.async_name)
-        if sync_fn is None and async_fn is None:
-            continue
-        jumps: set[str] = set()
-        may_interrupt = False
-        for method, fn in ((spec.name, sync_fn), (spec.async_name, async_fn)):
-            if fn is None:
-                continue
-            cfg = _config(mw, method, fn)
-            jumps.update(cfg.get("can_jump_to") or ())
-            may_interrupt = may_interrupt or bool(cfg.get("may_interrupt"))
-        found[spec.name] = HookImpl(mw.name, spec.name, sync_fn, async_fn, frozenset(jumps), may_interrupt)
-    return found
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,6 +100,46 @@ def _check_flow(impl: HookImpl) -> None:
         raise MiddlewareConfigError.flow_with_async_twin(impl.owner, impl.hook)
 
 
+def _node_steps(hooks: Sequence[dict[str, HookImpl]]) -> dict[str, tuple[NodeStep, ...]]:
+    """Per node phase, its hooks in run order (forward or reverse, as ``HOOKS`` says), bridged for both modes."""
+    phases: dict[str, tuple[NodeStep, ...]] = {}
+    for phase in NODE_PHASES:
+        ordered = [h[phase] for h in hooks if phase in h]
+        if HOOKS[phase].order == "reverse":
+            ordered.reverse()
+        steps = []
+        for impl in ordered:
+            run_sync, run_async = bridge_node_hook(impl.sync, impl.async_)
+            steps.append(
+                NodeStep(impl.owner, phase, impl.mode, run_sync, run_async, impl.can_jump_to, impl.may_interrupt)
+            )
+        phases[phase] = tuple(steps)
+    return phases
+
+
+def _chain_layers(
+    mws: Sequence[AgentMiddleware[Any, Any]], hooks: Sequence[dict[str, HookImpl]]
+) -> tuple[tuple[Layer[Any, Any], ...], tuple[Layer[Any, Any], ...]]:
+    """The model chain (every ``modify_model_request``, then every ``wrap_model_call``) and the tool chain (each
+    middleware's ``before_tool``/``after_tool`` pair, then every ``wrap_tool_call``), outermost first."""
+    requests = [model_request_layer(h["modify_model_request"].owner, h["modify_model_request"].sync,
+                                    h["modify_model_request"].async_) for h in hooks if "modify_model_request" in h]
+    wraps = [wrap_model_layer(h["wrap_model_call"].owner, h["wrap_model_call"].sync, h["wrap_model_call"].async_,
+                              h["wrap_model_call"].mode) for h in hooks if "wrap_model_call" in h]
+    tool_pairs = [
+        tool_hooks_layer(
+            mw.name,
+            (h["before_tool"].sync, h["before_tool"].async_) if "before_tool" in h else (None, None),
+            (h["after_tool"].sync, h["after_tool"].async_) if "after_tool" in h else (None, None),
+        )
+        for mw, h in zip(mws, hooks, strict=True)
+        if "before_tool" in h or "after_tool" in h
+    ]
+    tool_wraps = [wrap_tool_layer(h["wrap_tool_call"].owner, h["wrap_tool_call"].sync, h["wrap_tool_call"].async_,
+                                  h["wrap_tool_call"].mode) for h in hooks if "wrap_tool_call" in h]
+    return (*requests, *wraps), (*tool_pairs, *tool_wraps)
+
+
 def build_pipeline(
     middleware: Sequence[object], *, client_tools: Sequence[BaseTool], validate_jumps: bool = True
 ) -> Pipeline:
@@ -184,41 +164,14 @@ def build_pipeline(
         for impl in per_mw.values():
             _check_jumps(impl, has_tools or not validate_jumps)
 
-    phases: dict[str, tuple[NodeStep, ...]] = {}
-    for phase in NODE_PHASES:
-        ordered = [h[phase] for h in hooks if phase in h]
-        if HOOKS[phase].order == "reverse":
-            ordered.reverse()
-        steps = []
-        for impl in ordered:
-            run_sync, run_async = bridge_node_hook(impl.sync, impl.async_)
-            steps.append(
-                NodeStep(impl.owner, phase, impl.mode, run_sync, run_async, impl.can_jump_to, impl.may_interrupt)
-            )
-        phases[phase] = tuple(steps)
-
-    requests = [model_request_layer(h["modify_model_request"].owner, h["modify_model_request"].sync,
-                                    h["modify_model_request"].async_) for h in hooks if "modify_model_request" in h]
-    wraps = [wrap_model_layer(h["wrap_model_call"].owner, h["wrap_model_call"].sync, h["wrap_model_call"].async_,
-                              h["wrap_model_call"].mode) for h in hooks if "wrap_model_call" in h]
-    tool_pairs = [
-        tool_hooks_layer(
-            mw.name,
-            (h["before_tool"].sync, h["before_tool"].async_) if "before_tool" in h else (None, None),
-            (h["after_tool"].sync, h["after_tool"].async_) if "after_tool" in h else (None, None),
-        )
-        for mw, h in zip(mws, hooks, strict=True)
-        if "before_tool" in h or "after_tool" in h
-    ]
-    tool_wraps = [wrap_tool_layer(h["wrap_tool_call"].owner, h["wrap_tool_call"].sync, h["wrap_tool_call"].async_,
-                                  h["wrap_tool_call"].mode) for h in hooks if "wrap_tool_call" in h]
+    model_layers, tool_layers = _chain_layers(mws, hooks)
     guards = Guards(tuple((mw.name, fn) for mw in mws if (fn := _implementation(mw, "guard_messages")) is not None))
     return Pipeline(
         guards=guards,
         middleware=mws,
         hooks=hooks,
-        phases=phases,
-        model_layers=(*requests, *wraps),
-        tool_layers=(*tool_pairs, *tool_wraps),
+        phases=_node_steps(hooks),
+        model_layers=model_layers,
+        tool_layers=tool_layers,
         tools=mw_tools,
     )

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from middleware_kit.hooks import HOOKS, HookMode, HookSpec
 from middleware_kit.pipeline import Pipeline
 
 __all__ = ["MiddlewarePlan", "PlannedHook"]
@@ -97,14 +98,37 @@ class MiddlewarePlan:
         return "\n".join(lines)
 
 
+def _node_rows(pipeline: Pipeline, phase: str, node_of: dict[tuple[str, str], str]) -> list[PlannedHook]:
+    return [
+        PlannedHook(
+            phase,
+            step.owner,
+            step.mode,
+            HookMode(step.mode).under_invoke,
+            HookMode(step.mode).under_ainvoke,
+            node_of[(step.owner, phase)],
+            own_node=step.may_interrupt,
+            can_jump_to=tuple(sorted(step.can_jump_to)),
+        )
+        for step in pipeline.phases[phase]
+    ]
+
+
+def _chain_rows(pipeline: Pipeline, spec: HookSpec) -> list[PlannedHook]:
+    found = [impls[spec.name] for impls in pipeline.hooks if spec.name in impls]
+    if spec.order == "reverse":
+        found.reverse()
+    where = "model chain" if spec.kind in ("model_request", "wrap_model") else "tool chain"
+    return [
+        PlannedHook(spec.name, impl.owner, impl.mode, impl.mode.under_invoke, impl.mode.under_ainvoke, where)
+        for impl in found
+    ]
+
+
 def _onion(layers: tuple[str, ...], core: str) -> str:
     if not layers:
         return core
     return "".join(f"{layer}( " for layer in layers) + core + " )" * len(layers)
-
-
-def _bridging(defined: str) -> tuple[str, str]:
-    return ("loop" if defined == "async" else "direct", "thread" if defined == "sync" else "direct")
 
 
 def build_plan(
@@ -116,43 +140,13 @@ def build_plan(
     *,
     has_tool_node: bool,
 ) -> MiddlewarePlan:
+    """The plan, in the order of :data:`middleware_kit.hooks.HOOKS` (the order a run meets the hooks)."""
     hooks: list[PlannedHook] = []
-
-    def node_hooks(phase: str) -> None:
-        for step in pipeline.phases[phase]:
-            invoke, ainvoke = _bridging(step.mode)
-            hooks.append(
-                PlannedHook(
-                    phase,
-                    step.owner,
-                    step.mode,
-                    invoke,
-                    ainvoke,
-                    node_of[(step.owner, phase)],
-                    own_node=step.may_interrupt,
-                    can_jump_to=tuple(sorted(step.can_jump_to)),
-                )
-            )
-
-    def chain_hooks(hook: str, order: str, where: str) -> None:
-        per_mw = zip(pipeline.middleware, pipeline.hooks, strict=True)
-        found = [impls[hook] for _mw, impls in per_mw if hook in impls]
-        if order == "reverse":
-            found.reverse()
-        for impl in found:
-            invoke, ainvoke = _bridging(impl.mode)
-            hooks.append(PlannedHook(hook, impl.owner, impl.mode, invoke, ainvoke, where))
-
-    node_hooks("before_agent")
-    node_hooks("before_model")
-    chain_hooks("modify_model_request", "forward", "model chain")
-    chain_hooks("wrap_model_call", "forward", "model chain")
-    node_hooks("after_model")
-    if has_tool_node:
-        chain_hooks("before_tool", "forward", "tool chain")
-        chain_hooks("wrap_tool_call", "forward", "tool chain")
-        chain_hooks("after_tool", "reverse", "tool chain")
-    node_hooks("after_agent")
+    for spec in HOOKS.values():
+        if spec.kind == "node":
+            hooks.extend(_node_rows(pipeline, spec.name, node_of))
+        elif spec.kind in ("model_request", "wrap_model") or has_tool_node:
+            hooks.extend(_chain_rows(pipeline, spec))
     return MiddlewarePlan(
         name=name,
         middleware=tuple(mw.name for mw in pipeline.middleware),

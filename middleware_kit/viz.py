@@ -67,7 +67,8 @@ _LEGEND: Final = (
     ("hook", "The hook (before_agent, before_model, modify_model_request, wrap_model_call, after_model, before_tool, "
              "wrap_tool_call, after_tool, after_agent)."),
     ("middleware", "The middleware's name (first listed = outermost)."),
-    ("defines", "The twins the middleware wrote: sync, async or sync+async."),
+    ("defines", "The twins the middleware wrote: sync, async or sync+async; flow: a generator wrap hook, one body that "
+                "runs directly under both invoke and ainvoke."),
     ("invoke", "How it runs under invoke/stream: direct, or loop (an async-only hook driven to completion)."),
     ("ainvoke", "How it runs under ainvoke/astream: direct, or thread (a sync-only hook run off the event loop)."),
     ("runs in", "The graph node (node hooks) or the chain (model chain, tool chain) it runs in."),
@@ -178,7 +179,8 @@ def _graph_svg(graph: Any, plan: MiddlewarePlan) -> str:
         order = {n: i for i, n in enumerate(["__start__", *plan.nodes, "__end__"])}
         names.sort(key=lambda n: order.get(n, len(order)))
         edges = [(e.source, e.target, bool(e.conditional)) for e in graph.edges]
-    row, box_w, box_h, left = 64, 220, 32, 20
+    row, box_h, left = 64, 32, 20
+    box_w = max(220, 8 * max(len(n) for n in names) + 24)  # 12px monospace: about 7.3px per character
     y = {n: 16 + i * row for i, n in enumerate(names)}
     parts: list[str] = []
     arcs = 0
@@ -254,7 +256,8 @@ def write_plan_html(agent_or_plan: Any, path: str | Path) -> Path:
 # -- the timeline of one run -------------------------------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class TimelineItem:
-    """One bar (``end`` set) or tick (``end`` None) of the timeline; times in seconds on any common clock."""
+    """One bar (``end`` set) or tick (``end`` None) of the timeline; times in seconds since the epoch (the clock of
+    ``Event.timestamp`` and of OpenTelemetry spans, so items from several sources can be drawn together)."""
 
     label: str
     lane: str
@@ -284,10 +287,10 @@ class TimelineRecorder(BaseCallbackHandler):
 
     def _begin(self, run_id: UUID, label: str, lane: str) -> None:
         with self._lock:
-            self._open[run_id] = (label, lane, time.perf_counter())
+            self._open[run_id] = (label, lane, time.time())
 
     def _close(self, run_id: UUID, failed: bool = False) -> None:
-        now = time.perf_counter()
+        now = time.time()
         with self._lock:
             opened = self._open.pop(run_id, None)
             if opened is not None:
@@ -379,14 +382,16 @@ def render_timeline_html(source: Any, *, title: str = "run timeline") -> str:
         color = "#d13c3c" if item.failed else lane_color
         duration = "" if item.end is None else f"{(item.end - item.start) * 1000:.2f} ms"
         tip = f"{item.label} [{item.lane}] +{(item.start - t0) * 1000:.2f} ms {duration}".strip()
+        x_text = x + 10
         if item.end is None:
             shape = f'<circle cx="{x:.1f}" cy="{y + 7}" r="5" fill="{color}"><title>{_e(tip)}</title></circle>'
         else:
             w = max((item.end - item.start) / span * plot_w, 2.0)
+            x_text = x + w + 4
             shape = (f'<rect x="{x:.1f}" y="{y}" width="{w:.1f}" height="14" rx="3" fill="{color}" opacity="0.85">'
                      f"<title>{_e(tip)}</title></rect>")
         parts.append(f'<text x="4" y="{y + 11}">{_e(item.label[:24])}</text>{shape}'
-                     f'<text x="{min(x + 8, label_w + plot_w - 60):.1f}" y="{y + 11}" fill="#44506a" '
+                     f'<text x="{min(x_text, label_w + plot_w - 60):.1f}" y="{y + 11}" fill="#44506a" '
                      f'font-size="10">{_e(duration)}</text>')
     height = 40 + len(items) * row
     axis = (f'<line x1="{label_w}" y1="20" x2="{label_w + plot_w}" y2="20" stroke="#8894a8"/>'

@@ -1,11 +1,13 @@
-"""Logging and tracing: a middleware that reports every hook, live, on LangGraph's custom stream.
+"""Logging and tracing: a middleware that reports every hook, live, on LangGraph's custom stream; OpenTelemetry spans.
 
 What it shows
     ``HookLogger``, an ``AgentMiddleware`` subclass that defines every hook with its sync *and* async twin, and
-    writes one event per hook with the run's stream writer: ``runtime.stream_writer`` in node hooks,
-    ``request.runtime.stream_writer`` in the model and tool chains (``langgraph.config.get_stream_writer()`` works
-    too, anywhere inside a run). The events are consumed with ``agent.stream(..., stream_mode="custom")`` (and
-    ``astream``), and the order they arrive in is checked against the order ``agent.middleware_plan`` predicts.
+    sends one typed event per hook with ``middleware_kit.events.emit``, passing the hook's ``runtime`` (node hooks)
+    or ``request.runtime`` (model and tool chains). The events are consumed with
+    ``agent.stream(..., stream_mode="custom")`` (and ``astream``); the order they arrive in is checked against the
+    order ``agent.middleware_plan`` predicts, and their metadata (hook, run id, thread id, sequence number) are
+    checked too. Then the same agent runs with ``OpenTelemetryCallbackHandler`` (the ``otel`` extra) and an
+    in-memory exporter: one span for the agent, one per model call, one per tool call.
 
 When to use it
     Whenever you want to *see* what your pipeline does: debugging an ordering question, feeding a tracing or
@@ -22,22 +24,17 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.tools import tool
-from langgraph.config import get_stream_writer
+from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.runtime import Runtime
 
 from middleware_kit import AgentMiddleware, MiddlewarePlan, ModelRequest, ToolCallRequest, create_agent
+from middleware_kit.events import Event, emit
 from middleware_kit.hooks import AsyncModelHandler, AsyncToolHandler, ModelHandler, ToolHandler, ToolResult
 from middleware_kit.testing import ScriptedChatModel, tool_call
 
 
-def _writer(runtime: Any) -> Any:
-    """The run's stream writer: from the runtime the hook received, else from LangGraph's context."""
-    writer = getattr(runtime, "stream_writer", None)
-    return writer if writer is not None else get_stream_writer()
-
-
 class HookLogger(AgentMiddleware):
-    """Writes ``{"event": "<name>.<hook>", "detail": ...}`` on the custom stream for every hook it sees.
+    """Sends ``{"event": "<name>.<hook>", "middleware": "<name>", "detail": ...}`` for every hook it sees.
 
     Wrappers write twice: entering (``"<name>.wrap_model_call>"``) and leaving (``"<name>.wrap_model_call<"``).
     Each hook has a sync and an async twin, so neither ``invoke`` nor ``ainvoke`` needs a bridge (the plan shows
@@ -48,7 +45,9 @@ class HookLogger(AgentMiddleware):
         self.name = name
 
     def _emit(self, runtime: Any, hook: str, detail: str = "") -> None:
-        _writer(runtime)({"event": f"{self.name}.{hook}", "detail": detail})
+        # The event name keeps the entering/leaving mark; the hook metadata is the hook itself.
+        emit(f"{self.name}.{hook}", {"detail": detail}, middleware=self.name, hook=hook.rstrip("<>"),
+             runtime=runtime)
 
     # -- node hooks: (state, runtime) ------------------------------------------------------------------------
     def before_agent(self, state: Any, runtime: Runtime[Any] | None) -> None:
@@ -139,7 +138,8 @@ def build_agent() -> tuple[Any, ScriptedChatModel]:
         cycle=True,  # the same two-step script serves the invoke run and the ainvoke run
     )
     agent = create_agent(
-        model, [get_time], middleware=[HookLogger("outer"), HookLogger("inner")], name="tracing_recipe"
+        model, [get_time], middleware=[HookLogger("outer"), HookLogger("inner")], name="tracing_recipe",
+        checkpointer=InMemorySaver(),
     )
     return agent, model
 
@@ -178,17 +178,64 @@ def expected_events(plan: MiddlewarePlan, tool_rounds: int) -> list[str]:
     return events + model_call + node("after_agent")
 
 
-def run_sync(agent: Any, question: str) -> list[str]:
+def check_metadata(events: list[Event], thread_id: str) -> None:
+    """Typed events: numbered 0.. in arrival order, one run id, the thread id, and the hook that sent each."""
+    if [e.seq for e in events] != list(range(len(events))):
+        raise SystemExit(f"sequence numbers out of order: {[e.seq for e in events]}")
+    if len({e.run_id for e in events}) != 1 or {e.thread_id for e in events} != {thread_id}:
+        raise SystemExit("the events of one run should share its run id and thread id")
+    for e in events:
+        if f"{e.middleware}.{e.hook}" != e.event.rstrip("<>"):
+            raise SystemExit(f"{e!r}: the hook metadata does not match the hook that sent it")
+
+
+def run_sync(agent: Any, question: str) -> list[Event]:
     events = []
-    for chunk in agent.stream({"messages": [HumanMessage(question)]}, stream_mode="custom"):
-        events.append(chunk["event"])
-        print(f"  {len(events):>2}. {chunk['event']:<28} {chunk['detail']}")
+    config = {"configurable": {"thread_id": "sync"}}
+    for chunk in agent.stream({"messages": [HumanMessage(question)]}, config, stream_mode="custom"):
+        events.append(chunk)
+        print(f"  #{chunk.seq:<2} {chunk['event']:<28} hook={chunk.hook:<21} {chunk['detail']}")
+    check_metadata(events, "sync")
     return events
 
 
-async def run_async(agent: Any, question: str) -> list[str]:
-    stream = agent.astream({"messages": [HumanMessage(question)]}, stream_mode="custom")
-    return [chunk["event"] async for chunk in stream]
+async def run_async(agent: Any, question: str) -> list[Event]:
+    config = {"configurable": {"thread_id": "async"}}
+    stream = agent.astream({"messages": [HumanMessage(question)]}, config, stream_mode="custom")
+    events = [chunk async for chunk in stream]
+    check_metadata(events, "async")
+    return events
+
+
+def trace_with_opentelemetry(agent: Any, question: str) -> None:
+    """The same run as OpenTelemetry spans (GenAI attribute names), collected by an in-memory exporter."""
+    try:
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    except ImportError:
+        print("\n(OpenTelemetry part not run: pip install 'middleware_kit[otel]')")
+        return
+    from middleware_kit.otel import OpenTelemetryCallbackHandler
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    handler = OpenTelemetryCallbackHandler(tracer_provider=provider)
+    agent.invoke({"messages": [HumanMessage(question)]}, {"callbacks": [handler],
+                                                          "configurable": {"thread_id": "otel"}})
+    spans = exporter.get_finished_spans()
+    print("\n>>> OpenTelemetry spans")
+    for span in sorted(spans, key=lambda s: s.start_time or 0):
+        attributes = dict(span.attributes or {})
+        print(f"  {span.name:<28} {attributes.get('gen_ai.operation.name')}")
+    names = sorted(s.name for s in spans)
+    expected = sorted(["invoke_agent tracing_recipe", "chat scripted", "chat scripted", "execute_tool get_time"])
+    if names != expected:
+        raise SystemExit(f"unexpected spans: {names}")
+    (tool_span,) = [s for s in spans if s.name == "execute_tool get_time"]
+    if (tool_span.attributes or {}).get("gen_ai.tool.name") != "get_time":
+        raise SystemExit("the tool span should name its tool")
 
 
 def main() -> None:
@@ -198,8 +245,8 @@ def main() -> None:
 
     question = "What time is it in Tokyo?"
     print(f"\n>>> stream(stream_mode='custom'): {question!r}")
-    sync_events = run_sync(agent, question)
-    async_events = asyncio.run(run_async(agent, question))
+    sync_events = [e.event for e in run_sync(agent, question)]
+    async_events = [e.event for e in asyncio.run(run_async(agent, question))]
 
     expected = expected_events(plan, tool_rounds=1)
     if sync_events != expected:
@@ -208,10 +255,12 @@ def main() -> None:
         raise SystemExit(f"ainvoke: the hooks ran in another order than under invoke:\n{async_events}")
     if model.call_count != 4:  # 2 model calls per run, 2 runs
         raise SystemExit(f"expected 4 model calls, got {model.call_count}")
+    trace_with_opentelemetry(agent, question)
     # The bridging column of the plan: both twins are defined, so nothing is bridged in either mode.
     if any(h.under_invoke != "direct" or h.under_ainvoke != "direct" for h in plan.hooks):
         raise SystemExit("a hook with both twins should run directly under invoke and ainvoke")
-    print(f"\nOK: {len(sync_events)} events, in the order agent.middleware_plan predicts, under stream and astream.")
+    print(f"\nOK: {len(sync_events)} typed events, in the order agent.middleware_plan predicts, under stream and "
+          "astream; spans for the agent, each model call and the tool call.")
 
 
 if __name__ == "__main__":

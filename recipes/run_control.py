@@ -89,7 +89,7 @@ def main() -> None:
     config = {"configurable": {"thread_id": "payout-7"}}
     paused = agent.invoke({"messages": [HumanMessage("pay ACC-7")]}, config)
     review = paused["__interrupt__"][0]
-    approve = Command(resume={review.id: {"decisions": [{"type": "approve"}]}})
+    approve: Command[Any] = Command(resume={review.id: {"decisions": [{"type": "approve"}]}})
 
     def click() -> str:
         try:
@@ -126,6 +126,7 @@ def main() -> None:
     assert final.response_metadata["run_control"] == "cancelled", final
     print("cancel:", final.content)
     conn.close()
+    print("OK: one payout for four approvals; the deadline and the cancel ended runs with every tool call answered")
 
 
 if __name__ == "__main__":

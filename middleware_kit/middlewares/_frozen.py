@@ -7,7 +7,8 @@ change runs already in flight. :class:`FrozenConfig` makes that impossible and g
 - The constructor's arguments are recorded (``replace`` re-runs the constructor with them, so validation runs again)
   and its container arguments (lists, dicts, sets, nested) are copied before the constructor sees them, so the
   caller mutating a list afterwards changes nothing.
-- After the outermost ``__init__`` returns, assigning or deleting an attribute raises :class:`FrozenMiddlewareError`.
+- After the outermost ``__init__`` returns, assigning or deleting an attribute raises :class:`FrozenMiddlewareError`,
+  except ``name`` (the instance's identity in an agent, not configuration); ``replace(name=...)`` works too.
   Internal caches that are not configuration (bounded memos) use ``object.__setattr__`` in ``__init__``.
 """
 
@@ -88,7 +89,9 @@ class FrozenConfig:
         cls.__init__ = __init__  # type: ignore[method-assign,assignment]
 
     def __setattr__(self, name: str, value: Any) -> None:
-        if "_frozen_init_args" in self.__dict__:
+        # ``name`` is the instance's identity in an agent (node and event names), not configuration: setting it is how
+        # two instances of one class are told apart (the engine's duplicate-name error says so).
+        if "_frozen_init_args" in self.__dict__ and name != "name":
             raise FrozenMiddlewareError.for_assignment(_name_of(self), name)
         object.__setattr__(self, name, value)
 
@@ -104,6 +107,7 @@ class FrozenConfig:
         if recorded is None:  # pragma: no cover - every FrozenConfig instance records its arguments
             raise TypeError(f"{type(self).__name__} was not constructed through its __init__")
         signature, arguments = recorded
+        new_name = changes.pop("name", None) if "name" not in _parameter_names(signature) else None
         named = _parameter_names(signature)
         var_kw = next((n for n, p in signature.parameters.items() if p.kind is p.VAR_KEYWORD), None)
         unknown = sorted(set(changes) - named)
@@ -118,7 +122,11 @@ class FrozenConfig:
         if unknown and var_kw is not None:
             merged[var_kw] = {**merged.get(var_kw, {}), **{k: changes[k] for k in unknown}}
         args, kwargs = _rebind(signature, None, merged)
-        return type(self)(*args, **kwargs)
+        copy = type(self)(*args, **kwargs)
+        explicit = new_name if new_name is not None else self.__dict__.get("_middleware_name")
+        if explicit is not None:
+            copy.name = explicit
+        return copy
 
 
 def _parameter_names(signature: inspect.Signature) -> set[str]:

@@ -1,4 +1,4 @@
-"""Model arguments of the bundled middlewares that call a model of their own (private helper).
+"""Model and tool arguments of the bundled middlewares that call a model of their own (private helper).
 
 A middleware's ``model=`` accepts a ``BaseChatModel`` instance. A model string such as ``"openai:gpt-4o-mini"`` is
 resolved through :func:`middleware_kit.models.resolve_model` when that module is installed (it resolves names lazily
@@ -11,16 +11,17 @@ with ``middleware_kit:<purpose>``, and named ``"{middleware}.{purpose}"`` in tra
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import BaseTool
 from langgraph.constants import TAG_NOSTREAM
 
 from middleware_kit.errors import MiddlewareConfigError
 
-__all__ = ["internal_call_config", "resolve_chat_model"]
+__all__ = ["internal_call_config", "resolve_chat_model", "tool_names"]
 
 
 def _find_resolver() -> Callable[..., Any] | None:
@@ -83,3 +84,21 @@ def resolve_chat_model(value: object, *, middleware: str, parameter: str) -> Bas
 def internal_call_config(middleware: str, purpose: str) -> RunnableConfig:
     """Config of a model call a middleware makes for itself: never streamed to the user, named in traces."""
     return {"tags": [TAG_NOSTREAM, f"middleware_kit:{purpose}"], "run_name": f"{middleware}.{purpose}"}
+
+
+def tool_names(items: Iterable[object], *, middleware: str, parameter: str) -> tuple[str, ...]:
+    """The names of ``items`` (tool names and/or ``BaseTool`` instances), in order and without repeats; anything
+    else is a :class:`MiddlewareConfigError` naming ``middleware`` and ``parameter``."""
+    names: list[str] = []
+    for item in items:
+        if isinstance(item, BaseTool):
+            names.append(item.name)
+        elif isinstance(item, str) and item:
+            names.append(item)
+        else:
+            raise MiddlewareConfigError(
+                f"{middleware}: {parameter} must hold tool names or BaseTool instances; got {item!r:.60}.",
+                middleware=middleware,
+                hook=parameter,
+            )
+    return tuple(dict.fromkeys(names))

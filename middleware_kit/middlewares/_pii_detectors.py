@@ -74,10 +74,13 @@ _WORD = f"A-Za-z0-9_{_INTL}"
 # hyphen, direction marks) are dropped, so a value split by one is still found, its span covering them.
 _WIDTH: dict[int, int] = {c: c - 0xFEE0 for c in range(0xFF01, 0xFF5F)}
 _WIDTH.update({0x3000: 0x20, 0x00A0: 0x20, 0x2007: 0x20, 0x2009: 0x20, 0x202F: 0x20})
-_ODD = re.compile(
-    "([\uff01-\uff5e\u3000\u00a0\u2007\u2009\u202f]++)"  # 1: fullwidth ASCII and Unicode spaces, mapped 1:1
-    "|[\u00ad\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\ufeff]++"  # invisible format characters, dropped
+_INVISIBLE = frozenset(
+    "\u00ad\u180e\u200b\u200c\u200d\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2060\u2061\u2062\u2063\u2064\ufeff"
 )
+_ODD = re.compile(
+    "[\uff01-\uff5e\u3000\u00a0\u2007\u2009\u202f\u00ad\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\ufeff]++"
+)
+"""Runs of characters the view changes: fullwidth ASCII and Unicode spaces (mapped 1:1), invisible ones (dropped)."""
 
 
 class _View:
@@ -96,16 +99,18 @@ class _View:
         pos = 0
         kept = 0
         for m in _ODD.finditer(text):
-            parts.append(text[pos : m.start()])
-            kept += m.start() - pos
-            wide = m.group(1)
-            if wide is not None:
-                parts.append(wide.translate(_WIDTH))
-                kept += len(wide)
-            else:
-                # from normalised offset `kept` on, original = normalised + shift
-                self._at.append(kept)
-                self._shift.append(m.end() - kept)
+            start = m.start()
+            parts.append(text[pos:start])
+            kept += start - pos
+            run = m.group()
+            for offset, ch in enumerate(run):
+                if ch in _INVISIBLE:
+                    # from normalised offset `kept` on, original = normalised + shift
+                    self._at.append(kept)
+                    self._shift.append(start + offset + 1 - kept)
+                else:
+                    parts.append(ch.translate(_WIDTH))
+                    kept += 1
             pos = m.end()
         parts.append(text[pos:])
         self.norm = "".join(parts)
@@ -127,13 +132,17 @@ PIIMiddleware instances, one per type) normalise it once. One atomic tuple: safe
 recomputation)."""
 
 
+_VIEW_MEMO_MAX = 1 << 20
+"""Texts longer than this (characters) are not remembered: the memo holds at most one text of bounded size."""
+
+
 def _view(text: str) -> _View:
     global _last_view
     last = _last_view
     if last is not None and last[0] is text:
         return last[1]
     view = _View(text)
-    if view.norm is not text:
+    if view.norm is not text and len(text) <= _VIEW_MEMO_MAX:
         _last_view = (text, view)
     return view
 
@@ -288,8 +297,8 @@ _CARD = re.compile(
     r"(?:"
     # contiguous; a comma may come before or after (a CSV field)
     rf"[0-9]{{12,18}}+(?![{_WORD}]|[./-][0-9])"
-    # grouped: not after a number with a comma (1,234 5678 ...), nor after a short digit group
-    r"|(?<!,[0-9])(?<!\b[0-9][ -][0-9])(?<!\b[0-9][0-9][ -][0-9])(?<!\b[0-9][0-9][0-9][ -][0-9])"
+    # grouped: not after a number with a thousands comma (1,234 5678 ...), nor after a short digit group
+    r"|(?<![0-9],[0-9])(?<!\b[0-9][ -][0-9])(?<!\b[0-9][0-9][ -][0-9])(?<!\b[0-9][0-9][0-9][ -][0-9])"
     r"(?:[0-9]{3}([ -])[0-9]{4}\1[0-9]{4}\1[0-9]{4}(?:\1[0-9]{3})?"  # 4-4-4-4 (Visa, MC, Discover, JCB), 4-4-4-4-3
     r"|[0-9]{3}([ -])[0-9]{6}\2[0-9]{4,5})"  # 4-6-5 (Amex) and 4-6-4 (Diners)
     rf"(?![{_WORD}]|[./-][0-9]|[ -][0-9]{{1,3}}(?![0-9]))"  # a comma may follow (a CSV field)
@@ -408,7 +417,7 @@ def detect_ip(text: str) -> list[PIIMatch]:
 
 # -- MAC addresses ---------------------------------------------------------------------------------------------
 _MAC = re.compile(
-    rf"(?<![{_WORD}.])"
+    rf"(?=[0-9A-Fa-f])(?<![{_WORD}.])"  # a hex digit first: positions that cannot start a MAC fail at once
     r"(?:"
     # not the tail of a longer run with the same separator (fingerprints); another separator before is fine
     rf"(?<![0-9A-Fa-f]{{2}}:)[0-9A-Fa-f]{{2}}(?::[0-9A-Fa-f]{{2}}){{5}}(?![{_WORD}]|[:-][0-9A-Fa-f])"

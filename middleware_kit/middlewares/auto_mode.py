@@ -26,10 +26,12 @@ Events: ``{"event": "tool_call_classified", "middleware", "tool", "tool_call_id"
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any, Literal, cast
 
 from langchain_core.decisions import BaseDecisionModel, Noul, NoulCriteria
@@ -42,7 +44,7 @@ from middleware_kit.errors import MiddlewareConfigError, MiddlewareError
 from middleware_kit.hooks import AsyncToolHandler, ToolHandler, ToolResult
 from middleware_kit.middleware import AgentMiddleware
 from middleware_kit.middlewares._frozen import FrozenConfig
-from middleware_kit.middlewares._model_arg import internal_call_config, resolve_chat_model
+from middleware_kit.middlewares._model_arg import internal_call_config, resolve_chat_model, tool_names
 from middleware_kit.middlewares._stream import emit
 from middleware_kit.middlewares.human_in_the_loop import InterruptOnConfig
 from middleware_kit.types import ToolCallRequest
@@ -98,23 +100,11 @@ class AutoModeMiddleware(FrozenConfig, AgentMiddleware):
                 middleware=_NAME,
                 hook="tools",
             )
-        names: list[str] = []
-        descriptions: dict[str, str] = {}
-        for item in tools:
-            if isinstance(item, BaseTool):
-                names.append(item.name)
-                descriptions[item.name] = item.description or ""
-            elif isinstance(item, str) and item:
-                names.append(item)
-            else:
-                raise MiddlewareConfigError(
-                    f"{_NAME}: tools must hold tool names or BaseTool instances; got {item!r:.60}.",
-                    middleware=_NAME,
-                    hook="tools",
-                )
-        self.tools_to_classify: tuple[str, ...] = tuple(dict.fromkeys(names))
+        names = tool_names(tools, middleware=_NAME, parameter="tools")
+        descriptions = {t.name: t.description or "" for t in tools if isinstance(t, BaseTool)}
+        self.tools_to_classify: tuple[str, ...] = names
         """Names of the classified tools."""
-        self._descriptions = descriptions
+        self._descriptions: Mapping[str, str] = MappingProxyType(descriptions)
         if isinstance(classifier, (BaseDecisionModel, BaseChatModel)):
             self.classifier: BaseDecisionModel | BaseChatModel = classifier
         elif isinstance(classifier, str):
@@ -163,7 +153,7 @@ class AutoModeMiddleware(FrozenConfig, AgentMiddleware):
         self.on_error: Literal["raise", "block"] = on_error
         # Risk of the calls the review policy classified, by tool call id: HumanInTheLoopMiddleware asks `when`,
         # then `description`, for the same call; this memo keeps that to one classification (bounded; not config).
-        self._memo: OrderedDict[str, float | None] = OrderedDict()
+        self._memo: OrderedDict[tuple[str, ...], float | None] = OrderedDict()
         self._memo_lock = threading.Lock()
 
     # -- classification, shared by every path ---------------------------------------------------------------------
@@ -331,17 +321,17 @@ class AutoModeMiddleware(FrozenConfig, AgentMiddleware):
         except GraphBubbleUp:
             raise
         except Exception:
-            self._remember(call, None)
+            self._remember(call, request.state, None)
             self._announce(request.runtime, call, None, "review")
             return True  # fail closed: a human decides
-        self._remember(call, risk)
+        self._remember(call, request.state, risk)
         decision = "review" if risk >= self.threshold else "allowed"
         self._announce(request.runtime, call, risk, decision)
         return risk >= self.threshold
 
     def _review_description(self, prefix: str) -> Callable[[ToolCall, Any, Any], str]:
         def describe(call: ToolCall, state: Any, runtime: Any) -> str:
-            known, risk = self._recall(call)
+            known, risk = self._recall(call, state)
             if not known:
                 judged = "judged risky"  # the memo no longer holds this call (evicted): the risk itself is unknown
             elif risk is None:
@@ -352,19 +342,35 @@ class AutoModeMiddleware(FrozenConfig, AgentMiddleware):
 
         return describe
 
-    def _remember(self, call: ToolCall, risk: float | None) -> None:
-        key = call.get("id")
-        if not key:
+    @staticmethod
+    def _memo_key(call: ToolCall, state: Any) -> tuple[str, ...] | None:
+        """The memo's key for ``call``: its id, name and arguments, and the id of the model message that proposed
+        it. Tool call ids alone are not unique across runs (scripted and some local models reuse ``call_0``), so
+        concurrent runs sharing this instance would otherwise read each other's risk."""
+        call_id = call.get("id")
+        if not call_id:
+            return None
+        proposer = ""
+        for message in reversed(AutoModeMiddleware._messages(state)):
+            if any(tc.get("id") == call_id for tc in getattr(message, "tool_calls", None) or ()):
+                proposer = str(getattr(message, "id", "") or "")
+                break
+        args = json.dumps(call.get("args", {}), sort_keys=True, default=repr)
+        return (call_id, call["name"], args, proposer)
+
+    def _remember(self, call: ToolCall, state: Any, risk: float | None) -> None:
+        key = self._memo_key(call, state)
+        if key is None:
             return
         with self._memo_lock:
             self._memo[key] = risk
             while len(self._memo) > _MEMO_SIZE:
                 self._memo.popitem(last=False)
 
-    def _recall(self, call: ToolCall) -> tuple[bool, float | None]:
+    def _recall(self, call: ToolCall, state: Any) -> tuple[bool, float | None]:
         """(known, risk): whether the memo holds the call, and its risk (None: the classifier failed)."""
-        key = call.get("id")
+        key = self._memo_key(call, state)
         with self._memo_lock:
-            if not key or key not in self._memo:
+            if key is None or key not in self._memo:
                 return False, None
             return True, self._memo[key]

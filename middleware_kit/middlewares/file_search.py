@@ -3,11 +3,14 @@
 The model sees a virtual filesystem whose ``/`` is ``root_path``. Confinement is the point, so every path is checked
 where it is used, not only where it is typed:
 
-- a ``path`` argument containing ``..``, or resolving (through symlinks) outside the root, is refused;
+- a ``path`` argument containing ``..``, going through a directory symlink, or resolving outside the root is refused;
+- every directory and file is opened from the root's descriptor one component at a time with ``O_NOFOLLOW``, so a
+  symlink swapped in between a check and a read (a race to escape) is never followed;
 - absolute paths are read as relative to the root (``/src`` is ``<root>/src``), never as host paths;
 - directory symlinks are never followed (which also makes symlink loops harmless); a file symlink is read only when
   its target resolves inside the root;
-- files larger than ``max_file_size_mb`` are skipped and at most that many bytes are ever read; binary files (a NUL
+- only regular files are opened (never FIFOs, sockets or devices: a FIFO would block a read forever); files
+  larger than ``max_file_size_mb`` are skipped and at most that many bytes are ever read; binary files (a NUL
   byte in the first 8 KiB) are skipped;
 - a regular expression runs with a time budget (``search_timeout``): a catastrophic-backtracking pattern ends the
   search with an error message instead of hanging the agent;
@@ -89,9 +92,10 @@ class _Root:
     """The confinement root, opened once per call (it may be created after the middleware).
 
     Every file and directory is reached from the root's file descriptor one component at a time, with ``O_NOFOLLOW``
-    (``openat``), and directories are walked with :func:`os.fwalk`, which checks that each directory it enters is the
-    one it listed. A check and the use it guards can therefore not be separated by a symlink swapped in meanwhile: a
-    path that was a real directory or file when listed and became a symlink (to anywhere) when opened is skipped.
+    (``openat``), and directories are walked the same way, iteratively (a tree thousands of levels deep cannot
+    exhaust the stack; below :data:`_MAX_DEPTH` levels nothing is searched). A check and the use it guards can
+    therefore not be separated by a symlink swapped in meanwhile: a path that was a real directory or file when
+    listed and became a symlink (to anywhere) when opened is skipped.
     """
 
     def __init__(self, root_path: Path) -> None:
@@ -174,14 +178,42 @@ class _Root:
             top = self._open_dirs(start.parts)
         except OSError:  # replaced by a symlink since start() looked
             return
+        # Depth-first with an explicit stack of (directory fd, parts, subdirectories left): one fd per level.
+        stack: list[tuple[int, tuple[str, ...], Iterator[str]]] = []
         try:
-            for dirpath, dirnames, filenames, dirfd in os.fwalk(".", dir_fd=top, follow_symlinks=False):
-                dirnames.sort()
-                below = tuple(p for p in dirpath.split("/") if p not in ("", "."))
-                for name in sorted(filenames):
-                    yield (*start.parts, *below, name), dirfd, name
+            try:
+                files, dirs = _listing(top)
+            except OSError:
+                os.close(top)
+                return
+            stack.append((top, start.parts, iter(dirs)))
+            for name in files:
+                yield (*start.parts, name), top, name
+            while stack:
+                fd, parts, pending = stack[-1]
+                child_name = next(pending, None)
+                if child_name is None:
+                    stack.pop()
+                    os.close(fd)
+                    continue
+                if len(stack) > _MAX_DEPTH:
+                    continue
+                try:
+                    child = os.open(child_name, _DIR_FLAGS, dir_fd=fd)  # a symlink swapped in since: refused here
+                except OSError:
+                    continue
+                try:
+                    files, dirs = _listing(child)
+                except OSError:
+                    os.close(child)
+                    continue
+                child_parts = (*parts, child_name)
+                stack.append((child, child_parts, iter(dirs)))
+                for name in files:
+                    yield (*child_parts, name), child, name
         finally:
-            os.close(top)
+            for fd, _, _ in stack:
+                os.close(fd)
 
     def open_file(self, parts: tuple[str, ...], dirfd: int, name: str) -> int | None:
         """A read-only descriptor of the regular file listed as ``parts`` (a file symlink only when its target is
@@ -203,6 +235,20 @@ class _Root:
             return _open_regular(name, dirfd)
         except OSError:
             return None
+
+
+_MAX_DEPTH = 256
+"""Directory levels below the search start that are walked (deeper ones are not searched)."""
+
+
+def _listing(fd: int) -> tuple[list[str], list[str]]:
+    """``(non-directories, real subdirectories)`` of the open directory ``fd``, sorted; symlinks count as files."""
+    files: list[str] = []
+    dirs: list[str] = []
+    with os.scandir(fd) as scan:
+        for entry in scan:
+            (dirs if entry.is_dir(follow_symlinks=False) else files).append(entry.name)
+    return sorted(files), sorted(dirs)
 
 
 def _open_regular(name: str, dirfd: int) -> int | None:
@@ -374,8 +420,9 @@ class FilesystemFileSearchMiddleware(FrozenConfig, AgentMiddleware):
                     raise FileSearchError(f"Error: invalid glob pattern {pattern!r}: {exc}.") from None
                 found: list[tuple[float, str]] = []
                 base = len(start.parts) if start.is_dir else len(start.parts) - 1
+                deadline = time.monotonic() + self.search_timeout
                 for parts, dirfd, name in root.entries(start):
-                    if not matcher.match("/".join(parts[base:])):
+                    if not self._matches(matcher, "/".join(parts[base:]), deadline, anchored=True):
                         continue
                     fd = root.open_file(parts, dirfd, name)
                     if fd is None:
@@ -442,7 +489,7 @@ class FilesystemFileSearchMiddleware(FrozenConfig, AgentMiddleware):
             # confirmed line by line, so a match spanning lines (e.g. through \s) only costs the confirmation.
             prefilter = regex.compile(compiled.pattern, compiled.flags | regex.MULTILINE)
         for parts, dirfd, name in root.entries(start):
-            if name_filter is not None and not name_filter.match(name):
+            if name_filter is not None and not self._matches(name_filter, name, deadline, anchored=True):
                 continue
             fd = root.open_file(parts, dirfd, name)
             if fd is None:
@@ -483,12 +530,14 @@ class FilesystemFileSearchMiddleware(FrozenConfig, AgentMiddleware):
                     )
         return results, total
 
-    def _matches(self, pattern: Any, text: str, deadline: float) -> bool:
+    def _matches(self, pattern: Any, text: str, deadline: float, *, anchored: bool = False) -> bool:
+        """One match within the search's time budget (also spent by walking a huge tree: checked per file)."""
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise FileSearchError(self._timeout_message())
         try:
-            return pattern.search(text, timeout=remaining) is not None
+            found = (pattern.match if anchored else pattern.search)(text, timeout=remaining)
+            return found is not None
         except TimeoutError:
             raise FileSearchError(self._timeout_message()) from None
 

@@ -133,7 +133,24 @@ def tool_refusal_text(tool_name: str | None) -> str:
 
 
 # -- model calls -----------------------------------------------------------------------------------------------
-class ModelCallLimitExceededError(MiddlewareError):
+_Counts: TypeAlias = tuple[int, int, "int | None", "int | None"]
+"""``(thread_count, run_count, thread_limit, run_limit)``."""
+
+
+class _CallLimitError(MiddlewareError):
+    """What both call-limit errors carry: the counts and the limits they were checked against."""
+
+    thread_count: int
+    run_count: int
+    thread_limit: int | None
+    run_limit: int | None
+
+    def __init__(self, message: str, counts: _Counts, *, middleware: str, hook: str) -> None:
+        super().__init__(message, middleware=middleware, hook=hook)
+        self.thread_count, self.run_count, self.thread_limit, self.run_limit = counts
+
+
+class ModelCallLimitExceededError(_CallLimitError):
     """A model call would exceed a limit of :class:`ModelCallLimitMiddleware` (``exit_behavior="error"``).
 
     Its message starts with LangChain's sentence (``"Model call limits exceeded: run limit (2/2)"``).
@@ -154,17 +171,15 @@ class ModelCallLimitExceededError(MiddlewareError):
         *,
         middleware: str = "ModelCallLimitMiddleware",
     ) -> None:
+        counts = (thread_count, run_count, thread_limit, run_limit)
         super().__init__(
-            f"{model_limit_message(thread_count, run_count, thread_limit, run_limit)}. {middleware} did not call "
-            f"the model again. Fix: raise the limit, start a new thread (thread limit) or a new run (run limit), or "
-            f"pass exit_behavior='end' to end the run with a message instead of raising.",
+            f"{model_limit_message(*counts)}. {middleware} did not call the model again. Fix: raise the limit, start "
+            f"a new thread (thread limit) or a new run (run limit), or pass exit_behavior='end' to end the run with a "
+            f"message instead of raising.",
+            counts,
             middleware=middleware,
             hook="before_model",
         )
-        self.thread_count = thread_count
-        self.run_count = run_count
-        self.thread_limit = thread_limit
-        self.run_limit = run_limit
 
 
 class ModelCallLimitMiddleware(FrozenConfig, AgentMiddleware[ModelCallLimitState, Any]):
@@ -234,7 +249,7 @@ class ModelCallLimitMiddleware(FrozenConfig, AgentMiddleware[ModelCallLimitState
 
 
 # -- tool calls ------------------------------------------------------------------------------------------------
-class ToolCallLimitExceededError(MiddlewareError):
+class ToolCallLimitExceededError(_CallLimitError):
     """The model asked for tool calls that would exceed a limit of :class:`ToolCallLimitMiddleware`
     (``exit_behavior="error"``).
 
@@ -259,17 +274,15 @@ class ToolCallLimitExceededError(MiddlewareError):
         *,
         middleware: str = "ToolCallLimitMiddleware",
     ) -> None:
+        counts = (thread_count, run_count, thread_limit, run_limit)
         super().__init__(
-            f"{tool_limit_message(thread_count, run_count, thread_limit, run_limit, tool_name)} {middleware} ran "
-            f"none of that model turn's calls. Fix: raise the limit, start a new thread (thread limit) or a new run "
-            f"(run limit), or pass exit_behavior='continue' (the model is told the call was refused) or 'end'.",
+            f"{tool_limit_message(*counts, tool_name)} {middleware} ran none of that model turn's calls. Fix: raise "
+            f"the limit, start a new thread (thread limit) or a new run (run limit), or pass exit_behavior='continue' "
+            f"(the model is told the call was refused) or 'end'.",
+            counts,
             middleware=middleware,
             hook="after_model",
         )
-        self.thread_count = thread_count
-        self.run_count = run_count
-        self.thread_limit = thread_limit
-        self.run_limit = run_limit
         self.tool_name = tool_name
 
 

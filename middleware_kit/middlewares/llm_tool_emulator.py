@@ -33,7 +33,7 @@ from middleware_kit.errors import MiddlewareConfigError
 from middleware_kit.hooks import AsyncToolHandler, ToolHandler, ToolResult
 from middleware_kit.middleware import AgentMiddleware
 from middleware_kit.middlewares._frozen import FrozenConfig
-from middleware_kit.middlewares._model_arg import internal_call_config, resolve_chat_model
+from middleware_kit.middlewares._model_arg import internal_call_config, resolve_chat_model, tool_names
 from middleware_kit.middlewares._stream import emit
 from middleware_kit.types import ToolCallRequest
 
@@ -78,18 +78,7 @@ class LLMToolEmulator(FrozenConfig, AgentMiddleware):
                 middleware=_NAME,
                 hook="tools",
             )
-        names: list[str] = []
-        for item in tools or ():
-            if isinstance(item, BaseTool):
-                names.append(item.name)
-            elif isinstance(item, str) and item:
-                names.append(item)
-            else:
-                raise MiddlewareConfigError(
-                    f"{_NAME}: tools must hold tool names or BaseTool instances; got {item!r:.60}.",
-                    middleware=_NAME,
-                    hook="tools",
-                )
+        names = tool_names(tools or (), middleware=_NAME, parameter="tools")
         self.emulate_all: bool = tools is None
         """True when every tool is emulated."""
         self.tools_to_emulate: frozenset[str] = frozenset(names)

@@ -42,7 +42,7 @@ from middleware_kit.errors import MiddlewareConfigError
 from middleware_kit.hooks import AsyncModelHandler, ModelHandler
 from middleware_kit.middleware import AgentMiddleware
 from middleware_kit.middlewares._frozen import FrozenConfig
-from middleware_kit.middlewares._model_arg import internal_call_config, resolve_chat_model
+from middleware_kit.middlewares._model_arg import internal_call_config, resolve_chat_model, tool_names
 from middleware_kit.middlewares._stream import emit
 from middleware_kit.types import ModelRequest, ModelResponse
 
@@ -108,19 +108,8 @@ class LLMToolSelectorMiddleware(FrozenConfig, AgentMiddleware):
                 hook="max_tools",
             )
         self.max_tools = max_tools
-        names: list[str] = []
-        for item in always_include or ():
-            if isinstance(item, BaseTool):
-                names.append(item.name)
-            elif isinstance(item, str) and item:
-                names.append(item)
-            else:
-                raise MiddlewareConfigError(
-                    f"{_NAME}: always_include must hold tool names or BaseTool instances; got {item!r:.60}.",
-                    middleware=_NAME,
-                    hook="always_include",
-                )
-        self.always_include: tuple[str, ...] = tuple(dict.fromkeys(names))
+        names = tool_names(always_include or (), middleware=_NAME, parameter="always_include")
+        self.always_include: tuple[str, ...] = names
         """Names of the tools sent on every call."""
 
     # -- the selection, shared by the sync and async hooks ------------------------------------------------------------

@@ -26,6 +26,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, Literal, NotRequired, TypeAlias
 
 from langchain_core.decisions import BaseDecisionModel, Choice, ChoiceAnswer, Content
@@ -137,8 +138,8 @@ class ModelRouterMiddleware(FrozenConfig, AgentMiddleware[ModelRouterState, Any]
                     hook="choices",
                 )
             models[label] = resolve_chat_model(choice.model, middleware=_NAME, parameter=f"choices[{label!r}].model")
-        self.choices: dict[str, ModelChoice] = dict(choices)
-        self._models = models
+        self.choices: Mapping[str, ModelChoice] = MappingProxyType(dict(choices))
+        self._models: Mapping[str, BaseChatModel] = MappingProxyType(models)
         if (
             not isinstance(instructions, (str, dict, list))
             or not instructions
@@ -261,54 +262,60 @@ class ModelRouterMiddleware(FrozenConfig, AgentMiddleware[ModelRouterState, Any]
         return next((m for m in reversed(state.get("messages", ())) if isinstance(m, HumanMessage)), None)
 
     # -- hooks ------------------------------------------------------------------------------------------------------
+    def _classifier_input(self, message: HumanMessage) -> Any:
+        """What the model classifier is invoked with (both hooks)."""
+        if isinstance(self.classifier, BaseDecisionModel):
+            return {"state": message, "questions": {_QUESTION: self._choice_question()}}
+        return self._chat_prompt(message)
+
+    def _after_answer(self, runtime: Any, message: HumanMessage, response: Any) -> dict[str, Any]:
+        """The state update for the classifier's ``response`` (both hooks; a rule's answer is computed here)."""
+        if isinstance(self.classifier, BaseDecisionModel):
+            answer: Any = response.choices[_QUESTION]
+        elif isinstance(self.classifier, BaseChatModel):
+            answer = response
+        else:
+            answer = self.classifier(message)
+            if answer is None:
+                return self._decide(runtime, None, "the rule chose no route")
+        return self._decide(runtime, self._route_of_answer(answer), "classified")
+
+    def _is_model(self) -> bool:
+        return isinstance(self.classifier, (BaseDecisionModel, BaseChatModel))
+
     def before_agent(self, state: ModelRouterState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         """Classify the latest human message once per run and store the route in state."""
         message = self._latest_human(state)
         if message is None:
             return self._decide(runtime, None, "no human message")
-        config = internal_call_config(self.name, "route")
         try:
-            if isinstance(self.classifier, BaseDecisionModel):
-                answer: Any = self.classifier.invoke(
-                    {"state": message, "questions": {_QUESTION: self._choice_question()}}, config=config
-                ).choices[_QUESTION]
-            elif isinstance(self.classifier, BaseChatModel):
-                answer = self.classifier.invoke(self._chat_prompt(message), config=config)
-            else:
-                answer = self.classifier(message)
-                if answer is None:
-                    return self._decide(runtime, None, "the rule chose no route")
-            route = self._route_of_answer(answer)
+            response = None
+            if self._is_model():
+                response = self.classifier.invoke(  # type: ignore[union-attr]
+                    self._classifier_input(message), config=internal_call_config(self.name, "route")
+                )
+            return self._after_answer(runtime, message, response)
         except GraphBubbleUp:
             raise
         except Exception as exc:
             return self._failed(runtime, exc)
-        return self._decide(runtime, route, "classified")
 
     async def abefore_agent(self, state: ModelRouterState, runtime: Runtime[Any]) -> dict[str, Any] | None:
-        """Async twin of :meth:`before_agent`."""
+        """Async twin of :meth:`before_agent` (only the classifier call differs)."""
         message = self._latest_human(state)
         if message is None:
             return self._decide(runtime, None, "no human message")
-        config = internal_call_config(self.name, "route")
         try:
-            if isinstance(self.classifier, BaseDecisionModel):
-                response = await self.classifier.ainvoke(
-                    {"state": message, "questions": {_QUESTION: self._choice_question()}}, config=config
+            response = None
+            if self._is_model():
+                response = await self.classifier.ainvoke(  # type: ignore[union-attr]
+                    self._classifier_input(message), config=internal_call_config(self.name, "route")
                 )
-                answer: Any = response.choices[_QUESTION]
-            elif isinstance(self.classifier, BaseChatModel):
-                answer = await self.classifier.ainvoke(self._chat_prompt(message), config=config)
-            else:
-                answer = self.classifier(message)
-                if answer is None:
-                    return self._decide(runtime, None, "the rule chose no route")
-            route = self._route_of_answer(answer)
+            return self._after_answer(runtime, message, response)
         except GraphBubbleUp:
             raise
         except Exception as exc:
             return self._failed(runtime, exc)
-        return self._decide(runtime, route, "classified")
 
     def _routed(self, request: ModelRequest[Any]) -> ModelRequest[Any]:
         state = request.state if isinstance(request.state, Mapping) else {}

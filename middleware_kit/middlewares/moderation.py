@@ -22,6 +22,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, ToolMessage
@@ -148,7 +149,7 @@ class KeywordModerationChecker:
                         hook="categories",
                     )
             compiled[name] = tuple(patterns)
-        self._patterns = compiled
+        self._patterns: Mapping[str, tuple[re.Pattern[str], ...]] = MappingProxyType(compiled)
 
     def check(self, text: str) -> ModerationResult:
         hits = {name: 1.0 for name, patterns in self._patterns.items() if any(p.search(text) for p in patterns)}

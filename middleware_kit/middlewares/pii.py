@@ -15,6 +15,9 @@ Where each thing happens:
 - ``wrap_tool_call`` (a flow hook), ``strategy="placeholder"``: the placeholders in the tool-call arguments are
   replaced by the real values for the tool, and the real values the tool echoes back (result, artifact, exception)
   become placeholders again, whatever ``apply_to_tool_results`` says.
+- ``before_agent``, ``strategy="hash"`` with ``salt=lambda runtime: ...`` only: the graph input is guarded before the
+  run exists (no runtime, no tenant), its values sealed under a process-only key; the run's first step turns them
+  into the tenant's hashes.
 
 The placeholder mapping is never held in plain text: a placeholder is named by an HMAC of the value under the
 deployment key, and the value is sealed (encrypted and authenticated with the key) in the ``response_metadata`` of
@@ -199,8 +202,10 @@ def _mask(pii_type: str, value: str) -> str:
                 out.append(c)
         return "".join(out)
     if pii_type == "ip":
-        if ":" in value:
-            return "*::" + value.split("%", 1)[0].rsplit(":", 1)[-1]
+        address = value.split("%", 1)[0]
+        if ":" in address:
+            last = address.rsplit(":", 1)[-1]  # an embedded IPv4 (::ffff:1.2.3.4) keeps only its last octet
+            return "*::" + ("*.*.*." + last.rsplit(".", 1)[-1] if "." in last else last)
         return "*.*.*." + value.rsplit(".", 1)[-1]
     if pii_type == "mac_address":
         return re.sub(r"[0-9A-Fa-f]", "*", value[:-2]) + value[-2:]

@@ -34,6 +34,7 @@ from middleware_kit.errors import MiddlewareConfigError
 from middleware_kit.flow import ModelCallFlow
 from middleware_kit.middleware import AgentMiddleware
 from middleware_kit.middlewares._frozen import FrozenConfig
+from middleware_kit.middlewares._model_arg import tool_names
 from middleware_kit.middlewares._stream import emit
 from middleware_kit.types import ModelRequest
 
@@ -106,19 +107,8 @@ class ProviderToolSearchMiddleware(FrozenConfig, AgentMiddleware):
                 middleware=_NAME,
                 hook="searchable_tools",
             )
-        names: list[str] = []
-        for item in searchable_tools or ():
-            if isinstance(item, BaseTool):
-                names.append(item.name)
-            elif isinstance(item, str) and item:
-                names.append(item)
-            else:
-                raise MiddlewareConfigError(
-                    f"{_NAME}: searchable_tools must hold tools or tool names; got {item!r:.60}.",
-                    middleware=_NAME,
-                    hook="searchable_tools",
-                )
-        self.searchable_tools: tuple[str, ...] = tuple(dict.fromkeys(names))
+        names = tool_names(searchable_tools or (), middleware=_NAME, parameter="searchable_tools")
+        self.searchable_tools: tuple[str, ...] = names
         """Names of the tools deferred behind tool search."""
         if on_unsupported not in ("error", "send_all"):
             raise MiddlewareConfigError(

@@ -2,9 +2,11 @@
 
 Each wrap hook is a single flow (:mod:`middleware_kit.flow`): ``response = yield request`` calls the next handler and
 ``yield Sleep(delay)`` waits (``time.sleep`` under ``invoke``, ``asyncio.sleep`` under ``ainvoke``, so tests patch
-``middleware_kit.flow.sleep``/``asleep``, or pass ``sleep=``). The policy (LangChain's :func:`calculate_delay`,
-``Retry-After``, the ``max_elapsed`` deadline, the per-run budget) lives in one per-call :class:`_Call`: no body is
-written twice.
+``middleware_kit.flow.sleep``/``asleep``, or pass ``sleep=``). The policy engine is ``tenacity``: each call builds
+a ``tenacity.Retrying`` (stop, wait, retry and before-sleep from LangChain's :func:`calculate_delay`, ``Retry-After``,
+the ``max_elapsed`` deadline and the per-run budget) and the flow drives it step by step (``Retrying.iter``:
+``DoAttempt`` is ``yield request``, ``DoSleep`` is ``yield Sleep(delay)``), so no body is written twice and nothing
+hops to a thread.
 
 Beyond LangChain v1:
 
@@ -29,15 +31,15 @@ import inspect
 import math
 import random
 import sys
-import time
 import warnings
 from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
-from typing import Annotated, Any, Literal, NotRequired, TypeAlias
+from typing import Annotated, Any, Literal, NotRequired, TypeAlias, TypedDict, Unpack
 
+import tenacity
 from langchain_core.exceptions import ModelError
 from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.tools import BaseTool
@@ -252,8 +254,26 @@ def calculate_delay(
     return float(delay)
 
 
+class _FlowRetrying(tenacity.Retrying):
+    """tenacity's policy engine, driven step by step by a flow (:meth:`_Call.attempts_flow`), never called itself.
+
+    tenacity keeps its statistics per thread; a flow may resume on another thread than it started on, so this one
+    keeps them on the object (made per call, so never shared).
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._own_statistics: dict[str, Any] = {}
+
+    @property
+    def statistics(self) -> dict[str, Any]:
+        return self._own_statistics
+
+
 class _Call:
-    """The bookkeeping of one retried call, made per call so the middleware itself holds configuration only."""
+    """One retried call: a :class:`tenacity.Retrying` built from the middleware's policy (``stop``: ``max_retries``,
+    the budget, ``max_elapsed``, a too-long ``Retry-After``; ``wait``: :func:`calculate_delay` and ``Retry-After``;
+    ``retry``: ``retry_on``), driven by a flow. Made per call, so the middleware itself holds configuration only."""
 
     def __init__(self, mw: _RetryMiddleware, runtime: Any, state: Any, tool: str | None) -> None:
         self.mw = mw
@@ -263,101 +283,130 @@ class _Call:
         self.attempts = 0
         self.last_error: BaseException | None = None
         self.reason = "max_retries"
-        self.started = time.monotonic()
-        self.slept = 0.0
-        """Seconds waited so far (counted even when the wait is faked in tests, so deadlines behave the same)."""
+        self._planned: dict[int, float | None] = {}
+        """The wait after each failed attempt (None: stop), decided once so ``stop`` and ``wait`` agree (tenacity 8
+        asks ``stop`` first, 9 ``wait`` first) and a jittered delay is drawn once."""
 
-    def begin_attempt(self) -> RetryAttempt:
-        self.attempts += 1
-        return RetryAttempt(self.mw.name, self.attempts, self.mw.max_retries + 1, self.last_error)
+    def retrying(self) -> tenacity.Retrying:
+        return _FlowRetrying(
+            stop=self._stop,
+            wait=self._wait,
+            retry=tenacity.retry_if_exception(self._should_retry),
+            before_sleep=self._before_sleep,
+            retry_error_callback=self._gave_up,
+        )
 
-    def should_retry(self, exc: BaseException) -> bool:
+    def _should_retry(self, exc: BaseException) -> bool:
         if not isinstance(exc, Exception) or isinstance(exc, (GraphBubbleUp, MiddlewareError)):
             return False
         return self.mw._retry_on(exc)
 
-    def delay_after(self, error: Exception) -> float | None:
-        """The wait before the next attempt, after attempt ``self.attempts`` failed with ``error``; None to stop
+    def _plan(self, state: tenacity.RetryCallState) -> float | None:
+        """The wait before the next attempt, after attempt ``state.attempt_number`` failed; None to stop
         (``self.reason`` then says why)."""
+        n = state.attempt_number
+        if n in self._planned:
+            return self._planned[n]
         mw = self.mw
-        n = self.attempts
+        delay: float | None = None
         if n > mw.max_retries:
             self.reason = "max_retries"
-            return None
-        if self.budget_left is not None and n > self.budget_left:
+        elif self.budget_left is not None and n > self.budget_left:
             self.reason = "budget"
-            return None
-        delay = calculate_delay(
-            n - 1,
-            backoff_factor=mw.backoff_factor,
-            initial_delay=mw.initial_delay,
-            max_delay=mw.max_delay,
-            jitter=mw.jitter,
-        )
-        hinted = retry_after_seconds(error) if mw.respect_retry_after else None
-        if hinted is not None:
-            if hinted > mw.max_delay:
-                self.reason = "retry_after"
-                return None
-            delay = max(delay, hinted)
-        if mw.max_elapsed is not None:
-            elapsed = max(time.monotonic() - self.started, self.slept)
-            if elapsed + delay > mw.max_elapsed:
-                self.reason = "max_elapsed"
-                return None
+        else:
+            delay = calculate_delay(
+                n - 1,
+                backoff_factor=mw.backoff_factor,
+                initial_delay=mw.initial_delay,
+                max_delay=mw.max_delay,
+                jitter=mw.jitter,
+            )
+            error = state.outcome.exception() if state.outcome is not None else None
+            hinted = retry_after_seconds(error) if mw.respect_retry_after else None
+            if hinted is not None and hinted > mw.max_delay:
+                self.reason, delay = "retry_after", None
+            elif hinted is not None:
+                delay = max(delay, hinted)
+            # Time waited counts even when the wait is faked in tests, so deadlines behave the same.
+            elapsed = max(state.seconds_since_start or 0.0, state.idle_for)
+            if delay is not None and mw.max_elapsed is not None and elapsed + delay > mw.max_elapsed:
+                self.reason, delay = "max_elapsed", None
+        self._planned[n] = delay
         return delay
 
-    def retrying(self, error: Exception, delay: float) -> None:
-        self.last_error = error
-        self.slept += delay
-        event: dict[str, Any] = {
-            "event": "retry",
-            "middleware": self.mw.name,
-            "attempt": self.attempts,
-            "delay": delay,
-            "error": type(error).__name__,
-        }
+    def _stop(self, state: tenacity.RetryCallState) -> bool:
+        return self._plan(state) is None
+
+    def _wait(self, state: tenacity.RetryCallState) -> float:
+        return self._plan(state) or 0.0
+
+    def _event(self, event: dict[str, Any]) -> None:
         if self.tool is not None:
             event["tool"] = self.tool
         emit(self.runtime, event)
 
-    def gave_up(self, error: Exception) -> _Failure:
-        failure = _Failure(error, self.attempts, self.reason)
-        event: dict[str, Any] = {
-            "event": "retry_gave_up",
-            "middleware": self.mw.name,
-            "attempts": failure.attempts,
-            "error": type(error).__name__,
-            "reason": failure.reason,
-        }
-        if self.tool is not None:
-            event["tool"] = self.tool
-        emit(self.runtime, event)
+    def _before_sleep(self, state: tenacity.RetryCallState) -> None:
+        error = state.outcome.exception() if state.outcome is not None else None
+        self.last_error = error
+        delay = state.next_action.sleep if state.next_action is not None else 0.0
+        self._event(
+            {
+                "event": "retry",
+                "middleware": self.mw.name,
+                "attempt": state.attempt_number,
+                "delay": delay,
+                "error": type(error).__name__,
+            }
+        )
+
+    def _gave_up(self, state: tenacity.RetryCallState) -> _Failure:
+        error = state.outcome.exception() if state.outcome is not None else None
+        assert isinstance(error, Exception)  # tenacity gives up only on an error ``_should_retry`` accepted
+        failure = _Failure(error, state.attempt_number, self.reason)
+        self._event(
+            {
+                "event": "retry_gave_up",
+                "middleware": self.mw.name,
+                "attempts": failure.attempts,
+                "error": type(error).__name__,
+                "reason": failure.reason,
+            }
+        )
         return failure
 
     def attempts_flow(self, request: Any) -> Generator[Any, Any, Any]:
-        """The attempts, as a flow: ``yield request`` calls the next handler, ``yield Sleep(d)`` waits. Returns the
-        result, or a :class:`_Failure` when retrying gave up; errors not retried propagate unchanged."""
+        """The attempts, as a flow driving tenacity step by step: ``DoAttempt`` is ``yield request`` (the next
+        handler), ``DoSleep`` is ``yield Sleep(d)``. Returns the result, or a :class:`_Failure` when retrying gave
+        up; errors not retried propagate unchanged (tenacity re-raises them)."""
+        retrying = self.retrying()
+        retrying.begin()
+        state = tenacity.RetryCallState(retrying, fn=None, args=(), kwargs={})
         while True:
-            token = _CURRENT.set(self.begin_attempt())
-            try:
-                return (yield request)
-            except Exception as exc:
-                if not self.should_retry(exc):
-                    raise
-                error = exc
-            finally:
-                _CURRENT.reset(token)
-            delay = self.delay_after(error)
-            if delay is None:
-                return self.gave_up(error)
-            self.retrying(error, delay)
-            if self.mw._sleep is not None:
-                waited = self.mw._sleep(delay)
-                if inspect.isawaitable(waited):
-                    run_coroutine_sync(_awaited(waited))
+            action = retrying.iter(state)
+            if isinstance(action, tenacity.DoAttempt):
+                self.attempts = state.attempt_number
+                token = _CURRENT.set(
+                    RetryAttempt(self.mw.name, self.attempts, self.mw.max_retries + 1, self.last_error)
+                )
+                try:
+                    result = yield request
+                except Exception as exc:
+                    state.set_exception((type(exc), exc, exc.__traceback__))
+                else:
+                    state.set_result(result)
+                finally:
+                    _CURRENT.reset(token)
+            elif isinstance(action, tenacity.DoSleep):
+                state.prepare_for_next_attempt()
+                delay = float(action)
+                if self.mw._sleep is not None:
+                    waited = self.mw._sleep(delay)
+                    if inspect.isawaitable(waited):
+                        run_coroutine_sync(_awaited(waited))
+                else:
+                    yield Sleep(delay)
             else:
-                yield Sleep(delay)
+                return action
 
 
 async def _awaited(value: Awaitable[Any]) -> Any:
@@ -384,6 +433,22 @@ def _is_seconds(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
 
 
+class _Policy(TypedDict, total=False):
+    """The parameters :class:`ToolRetryMiddleware` passes on to :class:`_RetryMiddleware` (typed keyword arguments)."""
+
+    max_retries: int
+    retry_on: RetryOn
+    on_failure: OnFailure
+    backoff_factor: float
+    initial_delay: float
+    max_delay: float
+    jitter: bool
+    max_elapsed: float | None
+    budget: Budget
+    respect_retry_after: bool
+    sleep: Callable[[float], object] | None
+
+
 class _RetryMiddleware(FrozenConfig, AgentMiddleware):
     """What the model and the tool variants share: parameters, validation, the budget, sleeping."""
 
@@ -408,17 +473,13 @@ class _RetryMiddleware(FrozenConfig, AgentMiddleware):
             raise self._config_error(
                 "max_retries", f"max_retries must be >= 0. {cls}: got {max_retries!r}; pass an int (0: no retry)."
             )
-        for param, number in (
-            ("initial_delay", initial_delay),
-            ("max_delay", max_delay),
-            ("backoff_factor", backoff_factor),
+        for param, number, hint in (
+            ("initial_delay", initial_delay, "a finite number of seconds >= 0"),
+            ("max_delay", max_delay, "a finite number of seconds >= 0"),
+            ("backoff_factor", backoff_factor, "a finite number >= 0 (0: constant delay)"),
         ):
             if not _is_seconds(number):
-                raise self._config_error(
-                    param, f"{param} must be >= 0. {cls}: got {number!r}; pass a finite number of seconds >= 0."
-                    if param != "backoff_factor"
-                    else f"{param} must be >= 0. {cls}: got {number!r}; pass a finite number >= 0 (0: constant delay)."
-                )
+                raise self._config_error(param, f"{param} must be >= 0. {cls}: got {number!r}; pass {hint}.")
         if max_elapsed is not None and not (_is_seconds(max_elapsed) and max_elapsed > 0):
             raise self._config_error(
                 "max_elapsed", f"max_elapsed must be a number of seconds > 0 (or None), got {max_elapsed!r}."
@@ -592,35 +653,8 @@ class ToolRetryMiddleware(_RetryMiddleware):
     "retry_budget_spent": ...})`` rather than the bare ``ToolMessage``, so the spend reaches state.
     """
 
-    def __init__(
-        self,
-        *,
-        max_retries: int = 2,
-        tools: Sequence[BaseTool | str] | None = None,
-        retry_on: RetryOn = is_retryable,
-        on_failure: OnFailure = "continue",
-        backoff_factor: float = 2.0,
-        initial_delay: float = 1.0,
-        max_delay: float = 60.0,
-        jitter: bool = True,
-        max_elapsed: float | None = None,
-        budget: Budget = None,
-        respect_retry_after: bool = True,
-        sleep: Callable[[float], object] | None = None,
-    ) -> None:
-        super().__init__(
-            max_retries=max_retries,
-            retry_on=retry_on,
-            on_failure=on_failure,
-            backoff_factor=backoff_factor,
-            initial_delay=initial_delay,
-            max_delay=max_delay,
-            jitter=jitter,
-            max_elapsed=max_elapsed,
-            budget=budget,
-            respect_retry_after=respect_retry_after,
-            sleep=sleep,
-        )
+    def __init__(self, *, tools: Sequence[BaseTool | str] | None = None, **policy: Unpack[_Policy]) -> None:
+        super().__init__(**policy)
         names: list[str] = []
         for tool in tools or ():
             if isinstance(tool, BaseTool):

@@ -11,6 +11,10 @@ Guarantees (each has a test that tries to break it):
 - **Timeouts kill everything.** The shell leads its own process group; a command that outlives ``command_timeout``
   is killed together with every process of the group (children, grandchildren, background jobs), and the session
   restarts for the next command. Closing a session kills the group too, so background jobs never outlive the run.
+  Processes that left the group (``setsid``, ``nohup``) are found by the ``MK_SHELL_SESSION`` variable they inherit
+  and killed as well (Linux); one that also clears its environment escapes: only a container contains everything.
+- **Cancellation stops the command.** Cancelling ``ainvoke`` mid-command kills the session's processes at once and
+  closes the session (the worker thread running the command cannot be interrupted otherwise).
 - **Output is bounded.** At most ``max_output_lines`` lines and ``max_output_bytes`` bytes are kept (a hard ceiling of
   1 MiB applies when ``max_output_bytes`` is None); the rest is drained and counted, never stored, so ``yes`` cannot
   exhaust memory.
@@ -24,6 +28,7 @@ Guarantees (each has a test that tries to break it):
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import contextlib
 import hashlib
@@ -43,6 +48,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import Annotated, Any, Literal, NotRequired
 
 from langchain_core.messages import ToolMessage
@@ -59,6 +65,7 @@ from middleware_kit.types import AgentState, PrivateStateAttr
 
 __all__ = [
     "DEFAULT_TOOL_DESCRIPTION",
+    "SESSION_ENV_VAR",
     "SHELL_TOOL_NAME",
     "BaseExecutionPolicy",
     "CodexSandboxExecutionPolicy",
@@ -83,6 +90,9 @@ _HARD_OUTPUT_CAP = 1024 * 1024
 _REDACTION_SLACK = 1024
 """Bytes captured past the limit so that redaction sees a secret cut by the truncation."""
 _READ_CHUNK = 65536
+SESSION_ENV_VAR = "MK_SHELL_SESSION"
+"""Set in every shell's environment to its session id: processes that left the process group (``setsid``,
+``nohup``, double forks) still carry it, and are found by it and killed when the session ends (Linux ``/proc``)."""
 
 
 class ShellSessionError(MiddlewareError, RuntimeError):
@@ -148,7 +158,21 @@ class RedactionRule:
                 hook="redaction_rules",
             )
         function = detector
-        return lambda text: [(int(m["start"]), int(m["end"])) for m in function(text)]
+        pii_type = self.pii_type
+
+        def spans(text: str) -> list[tuple[int, int]]:
+            try:
+                return [(int(m["start"]), int(m["end"])) for m in function(text)]
+            except Exception as exc:  # the user's detector: say whose and what it must return
+                raise MiddlewareError(
+                    f"{owner}: the detector of RedactionRule({pii_type!r}) failed on command output: "
+                    f"{type(exc).__name__}: {exc}. A detector function must return a list of mappings with integer "
+                    f"'start' and 'end' offsets.",
+                    middleware=owner,
+                    hook="redaction_rules",
+                ) from exc
+
+        return spans
 
     def replacement(self, value: str) -> str:
         if self.strategy == "mask":
@@ -400,7 +424,7 @@ class CodexSandboxExecutionPolicy(BaseExecutionPolicy):
                 hook="platform",
             )
         if self.config_overrides is not None:
-            object.__setattr__(self, "config_overrides", dict(self.config_overrides))
+            object.__setattr__(self, "config_overrides", MappingProxyType(dict(self.config_overrides)))
 
     def resolved_platform(self) -> str:
         if self.platform != "auto":
@@ -483,9 +507,11 @@ class _Session:
             else:
                 self.workspace = Path(config.workspace_root)
                 self.workspace.mkdir(parents=True, exist_ok=True)
+        env = dict(os.environ) if config.shell_env is None else dict(config.shell_env)  # inherit at spawn time
+        env[SESSION_ENV_VAR] = self.id
         try:
             self.process = config.policy.spawn(
-                self.workspace, config.shell_argv, config.shell_env, session_name=self.name, ephemeral=self.ephemeral
+                self.workspace, config.shell_argv, env, session_name=self.name, ephemeral=self.ephemeral
             )
         except OSError as exc:
             raise ShellSessionError(
@@ -536,10 +562,19 @@ class _Session:
             return
         # Always kill the whole group: background jobs must not outlive the session.
         self.config.policy.terminate(process, session_name=self.name)
+        _kill_escaped(self.id)
         for stream in (process.stdin, process.stdout):
             with contextlib.suppress(OSError):
                 if stream is not None:
                     stream.close()
+
+    def kill(self) -> None:
+        """Kill the shell's processes now, without waiting for the command that holds :attr:`lock` (used when the
+        run is cancelled): that command then reads end-of-file and returns, and :meth:`close` finishes the job."""
+        process = self.process
+        if process is not None:
+            self.config.policy.terminate(process, session_name=self.name)
+        _kill_escaped(self.id)
 
     # commands ----------------------------------------------------------------------------------------------------
     def execute(self, command: str) -> _Result:
@@ -553,13 +588,18 @@ class _Session:
         process = self.process
         assert process is not None and process.stdin is not None and process.stdout is not None
         marker = f"__MK_SHELL_DONE_{uuid.uuid4().hex}__"
-        script = f"{{ {command}\n}} </dev/null 2>&1\nprintf '\\n{marker} %s\\n' \"$?\"\n"
+        # eval of a single-quoted copy: a syntax error, an unclosed quote or heredoc, a trailing backslash or a stray
+        # '}' stays inside this one command (eval fails with status 2) instead of swallowing the marker line and
+        # hanging until the timeout, or killing the session with its working directory and variables.
+        quoted = "'" + command.replace("'", "'\\''") + "'"
+        script = f"{{ eval {quoted}\n}} </dev/null 2>&1\nprintf '\\n{marker} %s\\n' \"$?\"\n"
         policy = self.config.policy
         capture = _Capture(policy.max_output_lines, policy.output_byte_limit + _REDACTION_SLACK)
         started = time.monotonic()
         exit_code, timed_out, exited = self._collect(process, script.encode(), marker.encode(), capture,
                                                      started + timeout)
-        text = b"".join(capture.chunks).decode("utf-8", errors="replace")
+        # NUL cannot be stored by some checkpointers (PostgreSQL text/jsonb): shown as U+FFFD like undecodable bytes.
+        text = b"".join(capture.chunks).decode("utf-8", errors="replace").replace("\x00", "\ufffd")
         text = text.rstrip("\n")  # includes the newline printed before the marker
         return _Result(
             text,
@@ -635,6 +675,32 @@ class _Session:
                     pending = b""
 
 
+def _kill_escaped(session_id: str) -> None:
+    """SIGKILL every process of this user still carrying ``MK_SHELL_SESSION=<session_id>`` in its environment: the
+    ones that left the process group (``setsid``, ``nohup``, daemonizing double forks). A process started with a
+    cleaned environment (``env -i``) is not found: only a container (DockerExecutionPolicy) contains everything."""
+    proc = Path("/proc")
+    if not proc.is_dir():  # pragma: no cover - not Linux: the process group kill is all there is
+        return
+    needle = f"{SESSION_ENV_VAR}={session_id}".encode()
+    me = os.getpid()
+    for _ in range(3):  # a dying parent may fork once more while we look: a few passes
+        found = False
+        for entry in proc.iterdir():
+            if not entry.name.isdigit() or int(entry.name) == me:
+                continue
+            try:
+                environ = (entry / "environ").read_bytes()
+            except OSError:
+                continue  # gone, or another user's process (never ours to kill)
+            if needle in environ.split(b"\x00"):
+                found = True
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(int(entry.name), signal.SIGKILL)
+        if not found:
+            return
+
+
 _SESSIONS: dict[str, _Session] = {}
 _SESSIONS_LOCK = threading.Lock()
 
@@ -655,6 +721,24 @@ def _close_session(session_id: str | None) -> bool:
     with session.lock:
         session.close()
     return True
+
+
+def _abort_session(session_id: str | None) -> None:
+    """The run was cancelled while a command may be running: kill the session's processes at once (the command's
+    thread cannot be interrupted otherwise) and close the session as soon as that thread lets go of it."""
+    if not session_id:
+        return
+    with _SESSIONS_LOCK:
+        session = _SESSIONS.pop(session_id, None)
+    if session is None:
+        return
+    session.kill()
+
+    def finish() -> None:
+        with session.lock:
+            session.close()
+
+    threading.Thread(target=finish, name=f"mk-shell-close-{session_id[:8]}", daemon=True).start()
 
 
 @atexit.register
@@ -726,6 +810,14 @@ class ShellToolMiddleware(FrozenConfig, AgentMiddleware[ShellToolState, Any]):
                 middleware=owner,
                 hook="execution_policy",
             )
+        if type(execution_policy).command is BaseExecutionPolicy.command:
+            raise MiddlewareConfigError(
+                f"{owner}: execution_policy {type(execution_policy).__name__} does not define command(); use "
+                f"HostExecutionPolicy, DockerExecutionPolicy or CodexSandboxExecutionPolicy, or implement command() "
+                f"in your subclass.",
+                middleware=owner,
+                hook="execution_policy",
+            )
         rules = tuple(redaction_rules or ())
         for rule in rules:
             if not isinstance(rule, RedactionRule):
@@ -758,6 +850,27 @@ class ShellToolMiddleware(FrozenConfig, AgentMiddleware[ShellToolState, Any]):
                 middleware=owner,
                 hook="env",
             )
+        for key, value in (env or {}).items():
+            if not str(key) or "=" in str(key) or "\x00" in str(key) or "\x00" in str(value):
+                raise MiddlewareConfigError(
+                    f"{owner}: env entry {str(key)!r} is not a valid environment variable (names are non-empty "
+                    f"without '='; names and values hold no NUL character).",
+                    middleware=owner,
+                    hook="env",
+                )
+        if workspace_root is not None and "\x00" in os.fspath(workspace_root):
+            raise MiddlewareConfigError(
+                f"{owner}: workspace_root must be a directory path without NUL characters, got {workspace_root!r}.",
+                middleware=owner,
+                hook="workspace_root",
+            )
+        for part in shell_command if isinstance(shell_command, (list, tuple)) else (shell_command or "",):
+            if isinstance(part, str) and "\x00" in part:
+                raise MiddlewareConfigError(
+                    f"{owner}: shell_command must not contain NUL characters, got {shell_command!r}.",
+                    middleware=owner,
+                    hook="shell_command",
+                )
         self.workspace_root = Path(workspace_root).expanduser().absolute() if workspace_root is not None else None
         self.startup_commands = _commands(startup_commands, owner, "startup_commands")
         self.shutdown_commands = _commands(shutdown_commands, owner, "shutdown_commands")
@@ -767,12 +880,13 @@ class ShellToolMiddleware(FrozenConfig, AgentMiddleware[ShellToolState, Any]):
         self.tool_name = tool_name
         self.tool_description = tool_description or DEFAULT_TOOL_DESCRIPTION
         self.shell_argv = shell
-        if env is None:
-            shell_env = dict(os.environ)
-        else:
+        # None: the environment is inherited when a session starts (LangChain 1.5: "the session inherits the parent
+        # process environment"); no copy of the host's variables (and secrets) is kept on the middleware.
+        self.shell_env: Mapping[str, str] | None = None
+        if env is not None:
             shell_env = {str(k): str(v) for k, v in env.items()}
             shell_env.setdefault("PATH", os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"))
-        self.shell_env: Mapping[str, str] = shell_env
+            self.shell_env = MappingProxyType(shell_env)
         self.tools: tuple[BaseTool, ...] = (self._make_tool(),)
 
     # -- lifecycle hooks (node hooks; the engine bridges them under ainvoke) ------------------------------------
@@ -793,7 +907,23 @@ class ShellToolMiddleware(FrozenConfig, AgentMiddleware[ShellToolState, Any]):
             """Run a command in the persistent shell session."""
             return self.run_tool(command, restart=restart, runtime=runtime)
 
-        return StructuredTool.from_function(func=shell, name=self.tool_name, description=self.tool_description)
+        async def ashell(runtime: ToolRuntime, command: str = "", restart: bool = False) -> ToolMessage:
+            """Run a command in the persistent shell session."""
+            return await self.arun_tool(command, restart=restart, runtime=runtime)
+
+        return StructuredTool.from_function(
+            func=shell, coroutine=ashell, name=self.tool_name, description=self.tool_description
+        )
+
+    async def arun_tool(self, command: str, *, restart: bool, runtime: ToolRuntime) -> ToolMessage:
+        """:meth:`run_tool` in a worker thread. If the run is cancelled meanwhile (``ainvoke`` cancelled, a timeout
+        around it), the session's processes are killed at once and the session is closed: nothing keeps running."""
+        try:
+            return await asyncio.to_thread(self.run_tool, command, restart=restart, runtime=runtime)
+        except asyncio.CancelledError:
+            state = runtime.state if isinstance(runtime.state, Mapping) else {}
+            _abort_session(state.get("shell_session_id"))
+            raise
 
     def run_tool(self, command: str, *, restart: bool, runtime: ToolRuntime) -> ToolMessage:
         """What the shell tool does for one call (a session is created for the run on first use)."""
@@ -821,10 +951,10 @@ class ShellToolMiddleware(FrozenConfig, AgentMiddleware[ShellToolState, Any]):
                 if not command.strip():
                     return self._message("Error: command is empty. Pass the command to run.", call_id, "error")
                 result = session.execute(command)
-        except ShellSessionError:
+            return self._report(command, result, call_id, runtime, session_id)
+        except Exception:
             _close_session(session_id)  # the run fails: leave nothing behind
             raise
-        return self._report(command, result, call_id, runtime, session_id)
 
     def _report(self, command: str, result: _Result, call_id: str, runtime: Any, session_id: str) -> ToolMessage:
         text, blocked = self._redact(result.output)

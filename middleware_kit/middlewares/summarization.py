@@ -23,6 +23,7 @@ LangChain 1.5's deprecated ``max_tokens_before_summary=`` and ``messages_to_keep
 
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 import sys
@@ -51,7 +52,7 @@ from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.types import Command
 
 from middleware_kit import models
-from middleware_kit.bridge import run_coroutine_sync
+from middleware_kit.drive import Flow, Step, run_async, run_sync
 from middleware_kit.errors import MiddlewareConfigError
 from middleware_kit.hooks import AsyncModelHandler, ModelHandler
 from middleware_kit.middleware import AgentMiddleware
@@ -67,7 +68,11 @@ __all__ = [
     "SUMMARIZER_TAG",
     "SUMMARY_PREFIX",
     "ContextSize",
+    "ContextFraction",
+    "ContextMessages",
+    "ContextTokens",
     "SummarizationMiddleware",
+    "TokenCounter",
     "TriggerClause",
     "count_tokens_approximately",
     "init_chat_model",
@@ -81,6 +86,14 @@ init_chat_model: Callable[..., BaseChatModel] = models.resolve_model
 """Resolves a model string (``"openai:gpt-4o-mini"``) through its provider package. Looked up at call time, so tests
 may patch it (``monkeypatch.setattr(summarization, "init_chat_model", lambda spec: fake)``)."""
 
+ContextFraction: TypeAlias = "tuple[Literal['fraction'], float]"
+"""``("fraction", f)``: a share of the model's ``profile["max_input_tokens"]`` (LangChain's name)."""
+ContextTokens: TypeAlias = "tuple[Literal['tokens'], int]"
+"""``("tokens", n)`` (LangChain's name)."""
+ContextMessages: TypeAlias = "tuple[Literal['messages'], int]"
+"""``("messages", n)`` (LangChain's name)."""
+TokenCounter: TypeAlias = "Callable[[Sequence[BaseMessage]], int]"
+"""A ``token_counter``: counts the tokens of a list of messages (LangChain's name)."""
 ContextSize: TypeAlias = "tuple[Literal['tokens', 'messages', 'fraction'], int | float]"
 """``("tokens", n)``, ``("messages", n)`` or ``("fraction", f)`` (of the model's ``profile["max_input_tokens"]``)."""
 TriggerClause: TypeAlias = "dict[str, int | float]"
@@ -509,28 +522,22 @@ class SummarizationMiddleware(FrozenConfig, AgentMiddleware):
             raise ValueError(f"{self.name}: the summarizer returned an empty summary; history was left untouched.")
         return text.strip()
 
-    def _summarize(self, plan: _Plan) -> str:
+    def _summarize(self, plan: _Plan) -> Flow[str]:
+        """The summary, as steps (the summarizer's call is the one whose mode differs)."""
         payload, config = self._summarizer_input(plan)
-        if self.summarizer is None:
-            return self._summary_text(self.model.invoke(payload, config=config))
-        if isinstance(self.summarizer, Runnable):
-            return self._summary_text(self.summarizer.invoke(payload, config={"tags": [TAG_NOSTREAM, SUMMARIZER_TAG]}))
-        result = self.summarizer(payload)
-        if inspect.isawaitable(result):
-            result = run_coroutine_sync(_awaited(result))
-        return self._summary_text(result)
-
-    async def _asummarize(self, plan: _Plan) -> str:
-        payload, config = self._summarizer_input(plan)
-        if self.summarizer is None:
-            return self._summary_text(await self.model.ainvoke(payload, config=config))
-        if isinstance(self.summarizer, Runnable):
-            return self._summary_text(
-                await self.summarizer.ainvoke(payload, config={"tags": [TAG_NOSTREAM, SUMMARIZER_TAG]})
+        summarizer = self.model if self.summarizer is None else self.summarizer
+        if isinstance(summarizer, Runnable):
+            if self.summarizer is not None:
+                config = {"tags": [TAG_NOSTREAM, SUMMARIZER_TAG]}
+            result = yield Step(
+                functools.partial(summarizer.invoke, config=config),
+                functools.partial(summarizer.ainvoke, config=config),
+                payload,
             )
-        result = self.summarizer(payload)
-        if inspect.isawaitable(result):
-            result = await result
+        else:
+            result = summarizer(payload)
+            if inspect.isawaitable(result):
+                result = yield _AWAIT.with_args(result)
         return self._summary_text(result)
 
     def _summary_message(self, text: str) -> HumanMessage:
@@ -573,32 +580,30 @@ class SummarizationMiddleware(FrozenConfig, AgentMiddleware):
     def wrap_model_call(
         self, request: ModelRequest[Any], handler: ModelHandler
     ) -> ModelResponse[Any] | ExtendedModelResponse[Any]:
-        plan = self._plan(request)
-        if plan is None:
-            return handler(request)
-        self._started(request, plan)
-        try:
-            text = self._summarize(plan)
-        except Exception as error:
-            self._failed(request, error)
-            return handler(request)
-        new_request, history = self._apply(request, plan, text)
-        return self._respond(handler(new_request), history)
+        return run_sync(self._summarizing(request, handler))
 
     async def awrap_model_call(
         self, request: ModelRequest[Any], handler: AsyncModelHandler
     ) -> ModelResponse[Any] | ExtendedModelResponse[Any]:
+        return await run_async(self._summarizing(request, handler))
+
+    def _summarizing(
+        self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Any]
+    ) -> Flow[ModelResponse[Any] | ExtendedModelResponse[Any]]:
+        """Both hooks' one body, as steps a sync or an async driver runs (:mod:`middleware_kit.drive`): the
+        summarizer's call (it may be async) and the next handler's are the steps whose mode differs."""
         plan = self._plan(request)
-        if plan is None:
-            return await handler(request)
-        self._started(request, plan)
-        try:
-            text = await self._asummarize(plan)
-        except Exception as error:
-            self._failed(request, error)
-            return await handler(request)
-        new_request, history = self._apply(request, plan, text)
-        return self._respond(await handler(new_request), history)
+        if plan is not None:
+            self._started(request, plan)
+            try:
+                text = yield from self._summarize(plan)
+            except Exception as error:
+                self._failed(request, error)
+            else:
+                new_request, history = self._apply(request, plan, text)
+                return self._respond((yield Step(handler, handler, new_request)), history)
+        response: ModelResponse[Any] = yield Step(handler, handler, request)
+        return response
 
 
 def _schema(tool: Any) -> Any:
@@ -607,3 +612,8 @@ def _schema(tool: Any) -> Any:
 
 async def _awaited(value: Awaitable[Any]) -> Any:
     return await value
+
+
+_AWAIT = Step.twin(None, _awaited)
+"""A step awaiting a user summarizer's awaitable: on the loop under ``ainvoke``, driven to completion under
+``invoke``."""

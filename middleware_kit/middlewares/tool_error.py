@@ -19,7 +19,7 @@ from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool
 from langgraph.errors import GraphBubbleUp
 
-from middleware_kit.bridge import run_coroutine_sync
+from middleware_kit.drive import Flow, Step, run_async, run_sync
 from middleware_kit.errors import HookReturnError, MiddlewareConfigError, MiddlewareError
 from middleware_kit.hooks import AsyncToolHandler, ToolHandler, ToolResult
 from middleware_kit.middleware import AgentMiddleware
@@ -162,21 +162,16 @@ class ToolErrorMiddleware(FrozenConfig, AgentMiddleware):
         return template.format(tool=call["name"], error_type=type(exc).__name__, error=exc, args=call["args"])
 
     def wrap_tool_call(self, request: ToolCallRequest, handler: ToolHandler) -> ToolResult:
-        try:
-            return handler(request)
-        except Exception as exc:
-            if not self._handles(request, exc):
-                raise
-            if not callable(self.on_error):
-                return self._message(exc, request, self._content(exc, request))
-            content = self._call_on_error(exc, request)
-            if inspect.isawaitable(content):
-                content = run_coroutine_sync(_awaited(content))
-            return self._message(exc, request, content)
+        return run_sync(self._recovering(request, handler))
 
     async def awrap_tool_call(self, request: ToolCallRequest, handler: AsyncToolHandler) -> ToolResult:
+        return await run_async(self._recovering(request, handler))
+
+    def _recovering(self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], Any]) -> Flow[ToolResult]:
+        """Both hooks' one body, as steps a sync or an async driver runs (:mod:`middleware_kit.drive`): the call of
+        the next handler and the wait on an async ``on_error`` are the only steps whose mode differs."""
         try:
-            return await handler(request)
+            result: ToolResult = yield Step(handler, handler, request)
         except Exception as exc:
             if not self._handles(request, exc):
                 raise
@@ -184,9 +179,14 @@ class ToolErrorMiddleware(FrozenConfig, AgentMiddleware):
                 return self._message(exc, request, self._content(exc, request))
             content = self._call_on_error(exc, request)
             if inspect.isawaitable(content):
-                content = await content
+                content = yield _AWAIT.with_args(content)
             return self._message(exc, request, content)
+        return result
 
 
 async def _awaited(value: Awaitable[Any]) -> Any:
     return await value
+
+
+_AWAIT = Step.twin(None, _awaited)
+"""A step awaiting a user function's awaitable: on the loop under ``ainvoke``, driven to completion under ``invoke``."""

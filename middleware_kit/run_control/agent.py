@@ -29,7 +29,6 @@ from collections.abc import AsyncIterator, Generator, Iterator, Sequence
 from typing import Any, Self, cast
 
 from langchain_core.runnables import RunnableConfig
-from langchain_core.runnables.config import merge_configs
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command
@@ -224,17 +223,16 @@ class ControlledAgent(CompiledStateGraph[Any, Any, Any, Any]):
         return new
 
     # -- plumbing ----------------------------------------------------------------------------------------------
-    def _controlled(self, config: RunnableConfig | None) -> tuple[LeaseBackend, RunHandle] | None:
-        saver = self.checkpointer
-        if not isinstance(saver, BaseCheckpointSaver):
-            return None  # no checkpointer: no thread to protect
-        merged = merge_configs(self.config, config)
-        configurable = merged.get("configurable") or {}
+    def _controlled(self, config: RunnableConfig | None) -> tuple[LeaseBackend | None, RunHandle] | None:
+        """(lease backend, the run's handle); backend None: no thread to lease (no checkpointer of ours: deadline
+        checks only); None: not controlled here (a subgraph of a run that holds the lease)."""
+        configurable = self._configurable(config)
+        if configurable.get("checkpoint_ns"):
+            return None
         thread_id = configurable.get("thread_id")
-        if thread_id is None or configurable.get("checkpoint_ns"):
-            return None  # no thread, or running as a subgraph of a run that holds the lease
-        backend = backend_for(saver)
-        run_id = str(merged.get("run_id") or uuid.uuid4())
+        saver = self.checkpointer
+        backend = backend_for(saver) if isinstance(saver, BaseCheckpointSaver) and thread_id is not None else None
+        run_id = str((config or {}).get("run_id") or uuid.uuid4())
         return backend, RunHandle(str(thread_id), run_id, self.run_control, backend)
 
     def _lease(self, handle: RunHandle) -> Generator[Step, Any, None]:
@@ -243,18 +241,25 @@ class ControlledAgent(CompiledStateGraph[Any, Any, Any, Any]):
                             wait=control.on_conflict == "wait", wait_timeout=control.wait_timeout,
                             poll=control.poll_interval)
 
+    def _configurable(self, config: RunnableConfig | None) -> dict[str, Any]:
+        """The run's ``configurable`` (the agent's own, then the call's): all the lease needs of the config,
+        without the cost of ``merge_configs`` (callbacks, tags) on every invoke."""
+        return {**((self.config or {}).get("configurable") or {}), **((config or {}).get("configurable") or {})}
+
     def _target(self, backend: LeaseBackend, config: RunnableConfig | None) -> _Target:
-        merged = merge_configs(self.config, config)
-        return _Target(backend, cast(BaseCheckpointSaver[Any], self.checkpointer), merged)
+        checkpoint = {k: v for k, v in self._configurable(config).items()
+                      if k in ("thread_id", "checkpoint_ns", "checkpoint_id")}
+        return _Target(backend, cast(BaseCheckpointSaver[Any], self.checkpointer),
+                       cast(RunnableConfig, {"configurable": checkpoint}))
 
     @staticmethod
     def _with_handle(config: RunnableConfig | None, handle: RunHandle) -> RunnableConfig:
-        config = dict(config or {})  # type: ignore[assignment]
-        assert config is not None
-        config["configurable"] = {**(config.get("configurable") or {}), HANDLE_KEY: handle}
-        if "run_id" not in config:
-            config["run_id"] = uuid.UUID(handle.run_id) if _is_uuid(handle.run_id) else None
-        return cast(RunnableConfig, {k: v for k, v in config.items() if v is not None})
+        """The call's config with the run's handle (and its id as the root run's id, for tracing)."""
+        out: dict[str, Any] = dict(config or {})
+        out["configurable"] = {**(out.get("configurable") or {}), HANDLE_KEY: handle}
+        if out.get("run_id") is None and _is_uuid(handle.run_id):
+            out["run_id"] = uuid.UUID(handle.run_id)
+        return cast(RunnableConfig, out)
 
     # -- runs ----------------------------------------------------------------------------------------------------
     def stream(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Iterator[Any]:
@@ -263,6 +268,11 @@ class ControlledAgent(CompiledStateGraph[Any, Any, Any, Any]):
             yield from super().stream(input, config, **kwargs)
             return
         backend, handle = controlled
+        if backend is None:  # nothing to lease: the run only gets its deadline checks
+            handle.base, handle.slice_started = 0.0, _now()
+            yield from super().stream(input, self._with_handle(config, handle), **kwargs)
+            _outcome(handle)
+            return
         drive(self._lease(handle), backend)
         done = threading.Event()
         beat: threading.Thread | None = None
@@ -315,6 +325,12 @@ class ControlledAgent(CompiledStateGraph[Any, Any, Any, Any]):
                 yield chunk
             return
         backend, handle = controlled
+        if backend is None:  # nothing to lease: the run only gets its deadline checks
+            handle.base, handle.slice_started = 0.0, _now()
+            async for chunk in super().astream(input, self._with_handle(config, handle), **kwargs):
+                yield chunk
+            _outcome(handle)
+            return
         await adrive(self._lease(handle), backend)
         beat: asyncio.Task[None] | None = None
         try:

@@ -106,7 +106,8 @@ class RunHandle:
     thread_id: str
     run_id: str
     control: RunControl
-    backend: LeaseBackend
+    backend: LeaseBackend | None
+    """None for a run with no thread to lease (no checkpointer, e.g. on LangGraph Server): deadline checks only."""
     slice_started: float = field(default_factory=time.monotonic)
     base: float | None = None
     """Seconds of this run consumed before this slice (read from state at the slice's first check)."""

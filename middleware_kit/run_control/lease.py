@@ -92,6 +92,12 @@ class LeaseBackend:
     expires: bool = True
     """False for the in-process table: its holders release in ``finally`` and die with the process."""
 
+    def setup(self) -> None:
+        """Create the tables this backend needs (idempotent; also done on first use). Nothing for in-process."""
+
+    async def asetup(self) -> None:
+        """Async twin of :meth:`setup`."""
+
     def try_acquire(self, thread_id: str, run_id: str, owner: str, ttl: float, ticket: int | None) -> Holder | None:
         raise NotImplementedError
 
@@ -247,13 +253,28 @@ class MemoryLeaseBackend(LeaseBackend):
 
     expires = False
 
-    def __init__(self) -> None:
+    def __init__(self, saver: Any = None) -> None:
+        self.saver = saver
         self._lock = threading.Lock()
         self._leases: dict[str, list[Any]] = {}  # thread -> [run_id, owner, cancel reason]
         self._waiters: dict[str, list[int]] = {}
         self._resolved: dict[str, OrderedDict[str, str]] = {}
         self._queued: dict[str, list[Any]] = {}
         self._tickets = 0
+
+    def may_have_interrupt(self, thread_id: str) -> bool:
+        """For ``InMemorySaver``: look at the latest checkpoint's pending writes without loading the checkpoint."""
+        storage, writes = getattr(self.saver, "storage", None), getattr(self.saver, "writes", None)
+        if not isinstance(storage, dict) or not isinstance(writes, dict):
+            return True
+        try:
+            checkpoints = storage.get(thread_id, {}).get("", {})
+            if not checkpoints:
+                return False
+            latest = max(checkpoints)
+            return any(w[1] == "__interrupt__" for w in writes.get((thread_id, "", latest), {}).values())
+        except Exception:  # another layout: read the checkpoint instead
+            return True
 
     def push_input(self, thread_id: str, value: Any) -> None:
         with self._lock:
@@ -618,6 +639,23 @@ class AsyncSqliteLeaseBackend(_SqlBackend):
 
     dialect = SQLITE
 
+    @staticmethod
+    async def _begin(conn: Any) -> None:
+        """``BEGIN IMMEDIATE``. A checkpoint write whose task was cancelled leaves its statement queued on the
+        connection's thread after the saver's lock is released: it opens an implicit transaction that its commit
+        never closes. Commit it, as the saver's next commit would, and begin again."""
+        import sqlite3
+
+        for attempt in range(2):
+            if conn.in_transaction:
+                await conn.commit()
+            try:
+                await conn.execute("BEGIN IMMEDIATE")
+                return
+            except sqlite3.OperationalError as exc:
+                if attempt or "within a transaction" not in str(exc):
+                    raise
+
     async def _arun(self, stmts: list[Stmt], write: bool = True) -> list[list[tuple[Any, ...]]]:
         conn = self.saver.conn
         if not self._ready:
@@ -636,9 +674,7 @@ class AsyncSqliteLeaseBackend(_SqlBackend):
                     cursor = await conn.execute(sql, args)
                     out.append(list(await cursor.fetchall()))
                 return out
-            if conn.in_transaction:  # a checkpoint write cancelled before its commit: finish it, as its next would
-                await conn.commit()
-            await conn.execute("BEGIN IMMEDIATE")
+            await self._begin(conn)
             try:
                 out = []
                 for sql, args in stmts:
@@ -771,7 +807,7 @@ def backend_for(saver: Any) -> LeaseBackend:
         found = _BACKENDS.get(saver)
         if found is None:
             make = _kind(saver)
-            found = make(saver) if make is not None else MemoryLeaseBackend()
+            found = make(saver) if make is not None else MemoryLeaseBackend(saver)
             _BACKENDS[saver] = found
         return found
 

@@ -29,6 +29,7 @@ from langgraph.runtime import Runtime
 from langgraph.types import Command
 
 from middleware_kit.decorators import hook_config
+from middleware_kit.flow import ModelCallFlow, ToolCallFlow
 from middleware_kit.hooks import AsyncModelHandler, AsyncToolHandler, ModelHandler, ToolHandler, ToolResult
 from middleware_kit.middleware import AgentMiddleware
 from middleware_kit.middlewares._frozen import FrozenConfig
@@ -206,29 +207,18 @@ class RunControlGuard(FrozenConfig, AgentMiddleware[AgentState[Any], Any]):
     def __init__(self) -> None:
         super().__init__()
 
-    def wrap_model_call(self, request: ModelRequest[Any], handler: ModelHandler) -> Any:
+    # Flow hooks (middleware_kit.flow): one body under invoke and ainvoke, no thread hop.
+    def wrap_model_call(self, request: ModelRequest[Any]) -> ModelCallFlow:
         handle = current_handle()
         if handle is not None and handle.check() is not None:
             return _stopped_model(handle)
-        return handler(request)
+        return (yield request)
 
-    async def awrap_model_call(self, request: ModelRequest[Any], handler: AsyncModelHandler) -> Any:
-        handle = current_handle()
-        if handle is not None and handle.check() is not None:
-            return _stopped_model(handle)
-        return await handler(request)
-
-    def wrap_tool_call(self, request: ToolCallRequest, handler: ToolHandler) -> ToolResult:
+    def wrap_tool_call(self, request: ToolCallRequest) -> ToolCallFlow:
         handle = current_handle()
         if handle is not None and handle.check() is not None:
             return _stopped_tool(handle, request)
-        return handler(request)
-
-    async def awrap_tool_call(self, request: ToolCallRequest, handler: AsyncToolHandler) -> ToolResult:
-        handle = current_handle()
-        if handle is not None and handle.check() is not None:
-            return _stopped_tool(handle, request)
-        return await handler(request)
+        return (yield request)
 
 
 def controlled_middleware(middleware: Sequence[AgentMiddleware[Any, Any]] = ()) -> list[AgentMiddleware[Any, Any]]:

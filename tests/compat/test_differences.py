@@ -110,15 +110,11 @@ def test_bundled_middleware_configuration_is_frozen() -> None:
         retry.max_retries = 5
     assert isinstance(err.value, AttributeError) and "replace(max_retries=...)" in str(err.value)
     assert retry.replace(max_retries=5).max_retries == 5
-    # A second instance of one class needs its own name: a subclass (setting `name` is refused too).
-    with pytest.raises(FrozenMiddlewareError):
-        ModelCallLimitMiddleware(run_limit=1).name = "Other"
-
-    class HardLimit(ModelCallLimitMiddleware):
-        pass
-
-    create_agent(ScriptedChatModel(["ok"]),
-                 middleware=[ModelCallLimitMiddleware(run_limit=5), HardLimit(thread_limit=50)])
+    # `name` is identity, not configuration: a second instance of one class gets its own name, as in LangChain.
+    hard = ModelCallLimitMiddleware(thread_limit=50)
+    hard.name = "HardLimit"
+    create_agent(ScriptedChatModel(["ok"]), middleware=[ModelCallLimitMiddleware(run_limit=5), hard])
+    assert ModelCallLimitMiddleware(run_limit=1).replace(name="Soft").name == "Soft"
 
 
 def test_bundled_wrap_hooks_are_flows_called_through_the_testing_kit() -> None:

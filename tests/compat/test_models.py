@@ -5,12 +5,15 @@ mocked in middleware_kit."""
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import sys
 import textwrap
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, HumanMessage
 
 from middleware_kit import MiddlewareConfigError, create_agent
@@ -160,3 +163,19 @@ def test_summarization_and_fallback_take_model_strings(run: Runner) -> None:
     fallback = ModelFallbackMiddleware("mistralai:mistral-large-latest")
     agent = create_agent(ScriptedChatModel([ConnectionError("down")]), middleware=[fallback])
     assert run(agent, {"messages": [HumanMessage("hi")]})["messages"][-1].content == "summary from mistral"
+
+
+@settings(max_examples=300, deadline=None)
+@given(spec=st.text(max_size=40), provider=st.one_of(st.none(), st.text(max_size=12)))
+def test_any_model_string_resolves_or_raises_a_config_error(spec: str, provider: str | None) -> None:
+    """Without the provider package, every string ends in a MiddlewareConfigError (never another error)."""
+    kwargs = {} if provider is None else {"model_provider": provider}
+    try:
+        name, _ = parse_model_string(spec, provider)
+    except MiddlewareConfigError:
+        name = None
+    # A provider package installed on this machine would build a real model: those strings are out of scope here.
+    assume(name is None or importlib.util.find_spec(PROVIDERS[name].module.split(".")[0]) is None)
+    with pytest.raises(MiddlewareConfigError) as err:
+        resolve_model(spec, **kwargs)
+    assert isinstance(err.value, ValueError) and err.value.middleware == "resolve_model"

@@ -371,3 +371,58 @@ async def _cancel_during_classification() -> tuple[bool, list[Any]]:
 def test_cancelling_during_classification_never_runs_the_tool() -> None:
     cancelled, ran = asyncio.run(asyncio.wait_for(_cancel_during_classification(), 10))
     assert cancelled and ran == []
+
+
+def test_review_descriptions_of_concurrent_runs_never_mix_even_with_equal_call_ids() -> None:
+    """HumanInTheLoopMiddleware asks `when`, then `description`, for a call; between the two, another run on the same
+    instance may classify a call with the same id (ids like ``call_0`` repeat across runs). The memo was keyed by
+    the id alone, so run A's review described run B's risk."""
+    from middleware_kit.types import ToolCallRequest
+
+    auto = AutoModeMiddleware(["delete_file"], classifier=ScriptedChatModel(["0.9", "0.2"]))
+    config = auto.interrupt_on()["delete_file"]
+    when, describe = config["when"], config["description"]
+    call = tool_call("delete_file", {"path": "/home"}, id="call_0")
+    state_a = {"messages": [HumanMessage("a"), AIMessage("", tool_calls=[call], id="run-a-msg")]}
+    state_b = {"messages": [HumanMessage("b"), AIMessage("", tool_calls=[call], id="run-b-msg")]}
+    assert when(ToolCallRequest(call, None, state_a)) is True  # risk 0.9
+    assert when(ToolCallRequest(call, None, state_b)) is False  # risk 0.2, same id and args, another run
+    assert "(risk 90%)" in describe(call, state_a, None)
+    assert "(risk 20%)" in describe(call, state_b, None)
+
+
+def test_tool_descriptions_on_the_instance_are_read_only() -> None:
+    auto = AutoModeMiddleware([delete_file], classifier=ScriptedChatModel(["0.1"]))
+    with pytest.raises(TypeError):
+        auto._descriptions["delete_file"] = "harmless"  # type: ignore[index]
+
+
+def test_one_instance_classifies_concurrent_runs_in_isolation() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    def main(messages: list[BaseMessage]) -> AIMessage | str:
+        last = messages[-1]
+        if isinstance(last, ToolMessage):
+            return f"{last.status}: {last.content}"[:60]
+        path = str(last.content).split()[-1]
+        return AIMessage("", tool_calls=[tool_call("delete_file", {"path": path}, id="call_0")])
+
+    def risk(messages: list[BaseMessage]) -> str:
+        return "0.95" if "/etc" in str(messages[-1].content) else "0.05"
+
+    auto = AutoModeMiddleware(["delete_file"], classifier=ScriptedChatModel([risk], cycle=True))
+    agent = create_agent(ScriptedChatModel([main], cycle=True), [delete_file], middleware=[auto])
+
+    def ask(i: int) -> dict[str, Any]:
+        return {"messages": [HumanMessage(f"delete {'/etc/x' if i % 3 == 0 else f'notes/{i}.txt'}")]}
+
+    async def many(ids: list[int]) -> list[Any]:
+        return list(await asyncio.gather(*(agent.ainvoke(ask(i)) for i in ids)))
+
+    with ThreadPoolExecutor(4) as pool:
+        threaded = {i: pool.submit(agent.invoke, ask(i)) for i in range(0, 18, 2)}
+        gathered = dict(zip(range(1, 18, 2), asyncio.run(many(list(range(1, 18, 2)))), strict=True))
+        results = {i: f.result() for i, f in threaded.items()} | gathered
+    assert sorted(RAN) == sorted(("delete_file", f"notes/{i}.txt") for i in range(18) if i % 3)
+    for i, result in results.items():
+        assert result["messages"][-1].content.startswith("error:" if i % 3 == 0 else "success:"), i

@@ -6,6 +6,8 @@ import asyncio
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command, interrupt
@@ -14,7 +16,7 @@ from middleware_kit import MiddlewareConfigError, MiddlewareError, create_agent,
 from middleware_kit.middlewares._frozen import FrozenMiddlewareError
 from middleware_kit.middlewares.fallback import ModelFallbackMiddleware, is_anthropic_compatible
 from middleware_kit.middlewares.retry import ModelRetryMiddleware
-from middleware_kit.testing import ScriptedChatModel, tool_call
+from middleware_kit.testing import ScriptedChatModel, make_request, run_model_chain, tool_call
 from tests.conftest import Runner, add
 
 Q = {"messages": [HumanMessage("q")]}
@@ -235,3 +237,45 @@ def test_configuration_is_frozen_and_replace_makes_a_working_copy(run: Runner) -
     assert mw.models == (first,) and changed.models == (second,)
     agent = create_agent(ScriptedChatModel([ConnectionError()]), middleware=[changed])
     assert run(agent, Q)["messages"][-1].content == "second"
+
+
+_BLOCK = st.one_of(
+    st.text(max_size=5),
+    st.fixed_dictionaries(
+        {"type": st.just("text"), "text": st.text(max_size=5)},
+        optional={"cache_control": st.just({"type": "ephemeral"}), "extra": st.integers()},
+    ),
+    st.just({"cachePoint": {"type": "default"}}),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(contents=st.lists(st.one_of(st.text(max_size=5), st.lists(_BLOCK, max_size=4)), min_size=1, max_size=4),
+       marked_settings=st.booleans())
+def test_cleaning_for_another_provider_removes_every_marker_and_never_touches_the_original(
+    contents: list[Any], marked_settings: bool
+) -> None:
+    import copy
+
+    messages = [HumanMessage(content=c) for c in contents]
+    originals = [copy.deepcopy(m.content) for m in messages]
+    settings_in = {"cache_control": {"type": "ephemeral"}, "temperature": 0} if marked_settings else {}
+    seen: list[Any] = []
+
+    def handler(request: Any) -> AIMessage:
+        seen.append(request)
+        if request.model is primary:
+            raise ConnectionError("down")
+        return AIMessage("ok")
+
+    primary = ChatAnthropic([])
+    request = make_request(messages, model=primary, model_settings=settings_in)
+    run_model_chain(ModelFallbackMiddleware(ScriptedChatModel([])), request, handler=handler)
+    sent = seen[-1]
+    for message in sent.messages:
+        if isinstance(message.content, list):
+            for block in message.content:
+                assert not (isinstance(block, dict) and ("cache_control" in block or "cachePoint" in block))
+    assert "cache_control" not in sent.model_settings
+    assert [m.content for m in messages] == originals  # the caller's messages are untouched
+    assert [m.content for m in seen[0].messages] == originals  # and so is the primary's request

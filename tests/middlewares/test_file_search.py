@@ -309,3 +309,54 @@ def test_a_hard_link_is_the_file_itself(tree: Path) -> None:
     operating system decides who may create one (fs.protected_hardlinks). Searches see its content."""
     os.link(tree.parent / "outside" / "secret.txt", tree / "hard.txt")
     assert search(tree).grep("TOPSECRET") == "/hard.txt"
+
+
+def test_walking_a_huge_tree_is_bounded_by_the_time_budget_too(tree: Path) -> None:
+    """Before, only regex matching of file contents had a budget: a glob (or a grep whose `include` matched nothing)
+    over a huge tree walked all of it, however long that took."""
+    for i in range(50):
+        (tree / "src" / f"m{i}.txt").write_text("x\n")
+    mw = search(tree, search_timeout=1e-6)
+    assert mw.glob("**/*.nomatch").startswith("Error: the search took longer than")
+    assert mw.grep("x", include="*.nomatch").startswith("Error: the search took longer than")
+    assert search(tree).glob("**/*.nomatch") == "No files found"
+
+
+def test_a_tree_thousands_of_levels_deep_neither_crashes_nor_hangs(tree: Path) -> None:
+    """os.walk/os.fwalk recurse: 1500 nested directories (anyone who can write into the root, e.g. the shell tool,
+    can make them) raised RecursionError out of both tools. The walk is iterative now; below 256 levels nothing is
+    searched (documented)."""
+    fd = os.open(tree, os.O_RDONLY)
+    for level in range(1500):
+        os.mkdir("d", dir_fd=fd)
+        child = os.open("d", os.O_RDONLY, dir_fd=fd)
+        os.close(fd)
+        fd = child
+        if level == 9:
+            with open(os.open("shallow.txt", os.O_CREAT | os.O_WRONLY, dir_fd=fd), "w") as handle:
+                handle.write("needle\n")
+    os.close(os.open("deep.txt", os.O_CREAT | os.O_WRONLY, dir_fd=fd))
+    os.close(fd)
+    try:
+        mw = search(tree)
+        started = time.monotonic()
+        assert mw.glob("**/*.txt") == "/" + "d/" * 10 + "shallow.txt"
+        assert mw.grep("needle") == "/" + "d/" * 10 + "shallow.txt"
+        assert time.monotonic() - started < 5
+    finally:
+        remove_chain(tree, "d")  # shutil.rmtree (pytest's tmp_path cleanup) recurses too: remove it here
+
+
+def remove_chain(top: Path, name: str) -> None:
+    """Remove a chain of nested ``name`` directories (and the files in them) without recursion."""
+    fds = [os.open(top, os.O_RDONLY)]
+    try:
+        while name in os.listdir(fds[-1]):
+            fds.append(os.open(name, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=fds[-1]))
+        for parent, child in zip(reversed(fds[:-1]), reversed(fds[1:]), strict=True):
+            for entry in os.listdir(child):
+                os.unlink(entry, dir_fd=child)
+            os.rmdir(name, dir_fd=parent)
+    finally:
+        for fd in fds:
+            os.close(fd)

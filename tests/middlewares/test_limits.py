@@ -254,9 +254,10 @@ def test_configuration_is_frozen(mw: Any, attribute: str) -> None:
     with pytest.raises(FrozenMiddlewareError, match=f"cannot set '{attribute}'") as err:
         setattr(mw, attribute, 1)
     assert isinstance(err.value, MiddlewareConfigError) and isinstance(err.value, AttributeError)
-    with pytest.raises(FrozenMiddlewareError):
-        mw.name = "Other"
     assert mw.run_limit == 2
+    # `name` is identity, not configuration: a renamed copy (or `mw.name = ...`) tells two instances apart.
+    renamed = mw.replace(name="Other")
+    assert (renamed.name, renamed.run_limit) == ("Other", 2) and mw.name != "Other"
 
 
 def test_replace_gives_a_working_changed_copy(run: Runner) -> None:
@@ -268,3 +269,19 @@ def test_replace_gives_a_working_changed_copy(run: Runner) -> None:
     assert [m.status for m in result["messages"] if isinstance(m, ToolMessage)] == ["success", "success"]
     with pytest.raises(MiddlewareConfigError, match="cannot exceed thread_limit"):
         original.replace(thread_limit=1, run_limit=2)  # validated again
+
+
+def test_end_mode_updates_have_langchains_keys() -> None:
+    # Called directly, as LangChain users unit-test hooks: the same keys as LangChain 1.5's updates.
+    tool_limit = ToolCallLimitMiddleware(tool_name="add", run_limit=1, exit_behavior="end")
+    state: Any = {"messages": [HumanMessage("q"), calls("add", "add")], "run_tool_call_count": {"add": 0}}
+    update = tool_limit.after_model(state, None)  # type: ignore[arg-type]
+    assert update is not None
+    assert set(update) == {"thread_tool_call_count", "run_tool_call_count", "jump_to", "messages"}
+    assert update["run_tool_call_count"] == {"add": 2} and update["thread_tool_call_count"] == {"add": 1}
+    continue_limit = tool_limit.replace(exit_behavior="continue")
+    assert set(continue_limit.after_model(state, None)) == {  # type: ignore[arg-type]
+        "thread_tool_call_count", "run_tool_call_count", "messages"}
+    model_limit = ModelCallLimitMiddleware(run_limit=1)
+    assert set(model_limit.before_model({"messages": [], "run_model_call_count": 1}, None)) == {  # type: ignore[arg-type]
+        "jump_to", "messages"}

@@ -231,3 +231,39 @@ def test_configuration_is_frozen_and_replace_makes_a_working_copy(run: Runner) -
     )
     assert tool_messages(run(agent, Q))["w"].content == "fake" and RAN == []
     assert mw.tools_to_emulate == frozenset({"send_email"})
+
+
+def test_one_instance_emulates_concurrent_runs_in_isolation() -> None:
+    import re
+    from concurrent.futures import ThreadPoolExecutor
+
+    def main(messages: list[BaseMessage]) -> AIMessage | str:
+        last = messages[-1]
+        if isinstance(last, ToolMessage):
+            return str(last.content)
+        city = str(last.content).split()[-1]
+        return AIMessage("", tool_calls=[tool_call("get_weather", {"city": city}, id="call_0")])
+
+    def emulate(messages: list[BaseMessage]) -> str:
+        found = re.search(r'"city": "(\w+)"', str(messages[-1].content)) or re.search(
+            r'"city": "(\w+)"', "".join(str(m.content) for m in messages)
+        )
+        assert found is not None
+        return f"emulated weather in {found.group(1)}"
+
+    emulator = LLMToolEmulator(model=ScriptedChatModel([emulate], cycle=True))
+    agent = create_agent(ScriptedChatModel([main], cycle=True), [get_weather], middleware=[emulator])
+
+    def ask(i: int) -> dict[str, Any]:
+        return {"messages": [HumanMessage(f"weather in City{i}")]}
+
+    async def many(ids: list[int]) -> list[Any]:
+        return list(await asyncio.gather(*(agent.ainvoke(ask(i)) for i in ids)))
+
+    with ThreadPoolExecutor(4) as pool:
+        threaded = {i: pool.submit(agent.invoke, ask(i)) for i in range(0, 16, 2)}
+        gathered = dict(zip(range(1, 16, 2), asyncio.run(many(list(range(1, 16, 2)))), strict=True))
+        results = {i: f.result() for i, f in threaded.items()} | gathered
+    assert RAN == []
+    for i, result in results.items():
+        assert result["messages"][-1].content == f"emulated weather in City{i}", i

@@ -119,11 +119,49 @@ def test_a_refusal_leaves_the_thread_usable_and_is_not_committed(run: Runner) ->
 
 def test_configuration_is_frozen_and_replace_works(run: Runner) -> None:
     mw = ModelRefusalMiddleware()
-    with pytest.raises(FrozenMiddlewareError, match="cannot set 'name'"):
-        mw.name = "Other"
+    with pytest.raises(FrozenMiddlewareError, match="cannot set 'strict'"):
+        mw.strict = True  # type: ignore[attr-defined]
     copy = mw.replace()
     assert copy is not mw and isinstance(copy, ModelRefusalMiddleware)
     with pytest.raises(ModelRefusalError):
         run(create_agent(ScriptedChatModel([STANDARD]), middleware=[copy]), Q)
     with pytest.raises(MiddlewareConfigError, match=r"replace\(\) got unknown argument\(s\) \['strict'\]"):
         mw.replace(strict=True)
+
+
+def test_one_instance_serves_concurrent_runs_in_isolation() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    def reply(messages: list[Any]) -> AIMessage | str:
+        text = str(messages[-1].content)
+        return STANDARD if text.startswith("refuse") else f"ok {text}"
+
+    agent = create_agent(ScriptedChatModel([reply], cycle=True), middleware=[ModelRefusalMiddleware()])
+
+    def ask(i: int) -> dict[str, Any]:
+        return {"messages": [HumanMessage(f"refuse {i}" if i % 3 == 0 else f"fine {i}")]}
+
+    async def one(i: int) -> Any:
+        try:
+            return await agent.ainvoke(ask(i))
+        except ModelRefusalError as exc:
+            return exc
+
+    def sync_one(i: int) -> Any:
+        try:
+            return agent.invoke(ask(i))
+        except ModelRefusalError as exc:
+            return exc
+
+    async def many(ids: list[int]) -> list[Any]:
+        return list(await asyncio.gather(*(one(i) for i in ids)))
+
+    with ThreadPoolExecutor(4) as pool:
+        threaded = {i: pool.submit(sync_one, i) for i in range(0, 24, 2)}
+        gathered = dict(zip(range(1, 24, 2), asyncio.run(many(list(range(1, 24, 2)))), strict=True))
+        results = {i: f.result() for i, f in threaded.items()} | gathered
+    for i, result in results.items():
+        if i % 3 == 0:
+            assert isinstance(result, ModelRefusalError), i
+        else:
+            assert result["messages"][-1].content == f"ok fine {i}", i

@@ -360,6 +360,8 @@ def test_configuration_is_frozen_and_replace_makes_a_working_copy(run: Runner) -
     mw = ModelRouterMiddleware(choices, "Which?", lambda m: "fast")
     choices.pop("strong")
     assert set(mw.choices) == {"fast", "strong"}
+    with pytest.raises(TypeError):  # the mapping on the instance is read-only too (was a plain dict)
+        mw.choices["fast"] = ModelChoice(strong, "anything")  # type: ignore[index]
     with pytest.raises(FrozenMiddlewareError, match="cannot set 'classifier'"):
         mw.classifier = lambda m: "strong"
     changed = mw.replace(classifier=lambda m: "strong")

@@ -247,3 +247,31 @@ def test_constructor_errors_name_class_and_parameter(build: Any, owner: str, par
         build()
     assert (caught.value.middleware, caught.value.hook) == (owner, param)
     assert str(caught.value).startswith(owner)
+
+
+# -- one instance, concurrent runs (threads and asyncio at once) ---------------------------------------------------
+def test_one_instance_moderates_concurrent_runs_in_isolation() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    mw = ModerationMiddleware(CHECKER)
+    model = ScriptedChatModel([lambda messages: f"answer to {messages[-1].content}"], cycle=True)
+    agent = create_agent(model, middleware=[mw])
+
+    def text(i: int) -> str:
+        return f"attack plan {i}" if i % 3 == 0 else f"hello {i}"
+
+    def expected(i: int) -> str:
+        if i % 3 == 0:
+            return "I'm sorry, but I can't comply with that request. It was flagged for violence."
+        return f"answer to hello {i}"
+
+    async def many(ids: list[int]) -> list[Any]:
+        return list(await asyncio.gather(*(agent.ainvoke({"messages": [HumanMessage(text(i))]}) for i in ids)))
+
+    with ThreadPoolExecutor(4) as pool:
+        threaded = {i: pool.submit(agent.invoke, {"messages": [HumanMessage(text(i))]}) for i in range(0, 24, 2)}
+        gathered = dict(zip(range(1, 24, 2), asyncio.run(many(list(range(1, 24, 2)))), strict=True))
+        results = {i: f.result() for i, f in threaded.items()} | gathered
+    for i, result in results.items():
+        assert result["messages"][-1].content == expected(i), i
+        assert len(result["messages"]) == 2

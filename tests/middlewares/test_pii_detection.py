@@ -180,3 +180,34 @@ def test_each_model_call_scans_only_new_messages(run: Runner) -> None:
     assert len(set(per_turn[1:])) == 1, per_turn  # constant per turn: O(new messages), not O(history)
     history = agent.get_state(config).values["messages"]
     assert len(history) == 48 and "EMP-" not in repr(history)
+
+
+_SECRETS = {
+    "email": "zoe.secret@example.org",
+    "credit_card": "5105 1051 0510 5100",
+    "ip": "203.0.113.77",
+    "mac_address": "3c:22:fb:12:9a:01",
+    "url": "https://private.example.net/u/zoe",
+}
+_AROUND = st.text(st.sampled_from([*" \n\t,;:()[]{}<>\"'「」。，、谢ครับ으로\u200b\u00a0", "\u3000"]), max_size=6)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.sampled_from(sorted(_SECRETS)),
+    st.sampled_from(["redact", "mask", "hash", "placeholder"]),
+    _AROUND,
+    _AROUND,
+    st.integers(min_value=1, max_value=3),
+)
+def test_the_guard_never_lets_a_value_through_whatever_surrounds_it(
+    pii_type: str, strategy: Any, before: str, after: str, copies: int
+) -> None:
+    secret = _SECRETS[pii_type]
+    text = " ".join([before + secret + after] * copies)
+    key = "k" * 40 if strategy == "placeholder" else None
+    mw = PIIMiddleware(pii_type, strategy=strategy, key=key, apply_to_output=True)
+    guarded = mw.guard_messages([HumanMessage(text), AIMessage(text, tool_calls=[tool_call("t", {"q": text})])], None)
+    assert guarded is not None
+    assert secret not in repr([m.content for m in guarded]) + repr(guarded[1].tool_calls)  # type: ignore[union-attr]
+    assert mw.guard_messages(guarded, None) is None  # idempotent

@@ -98,11 +98,13 @@ class Store:
         found: set[str] = set()
         if self.path is None and self.dsn is None:
             assert isinstance(self.saver, InMemorySaver)
-            tables: list[tuple[str, Any]] = [("storage", self.saver.storage), ("write", self.saver.writes)]
-            for where, table in tables:
-                for thread, entry in table.items():
-                    if leaked(secret, b"|".join(_walk(entry))):
-                        found.add(f"{where}:{thread}")
+            for thread, entry in self.saver.storage.items():
+                if leaked(secret, b"|".join(_walk(entry))):
+                    found.add(f"storage:{thread}")
+            for writes in self.saver.writes.values():
+                for _task, channel, value, *_ in writes.values():
+                    if leaked(secret, b"|".join(_walk(value))):
+                        found.add(f"write:{channel}")
             for blob_key, blob in self.saver.blobs.items():
                 if leaked(secret, b"|".join(_walk(blob))):
                     found.add(f"blob:{blob_key[2]}")
@@ -553,3 +555,79 @@ def test_concurrent_threads_each_get_their_own_values() -> None:
     assert sorted(sent) == sorted(addresses.items())
     for email in addresses.values():
         assert not Store("memory", saver).leaks(email)
+
+
+def _review_and_edit(run: Any, strategy: Strategy) -> tuple[Any, InMemorySaver, ScriptedChatModel, list[str]]:
+    """The model calls send_email(SECRET); the reviewer edits the address to TYPED (a raw value) and approves."""
+    ran: list[str] = []
+
+    @tool
+    def send_email(to: str) -> str:
+        """Send an email."""
+        ran.append(to)
+        return f"sent to {to}"
+
+    model = ScriptedChatModel([AIMessage("", tool_calls=[tool_call("send_email", {"to": SECRETS["email"]})]), "sent"])
+    pii = PIIMiddleware(
+        "email",
+        strategy=strategy,
+        apply_to_output=True,
+        apply_to_tool_results=True,
+        key=KEY if strategy == "placeholder" else None,
+    )
+    saver = InMemorySaver()
+    agent = create_agent(
+        model,
+        [send_email],
+        middleware=[HumanInTheLoopMiddleware(interrupt_on={"send_email": True}), pii],
+        checkpointer=saver,
+    )
+    config: Any = {"configurable": {"thread_id": "t"}}
+    run(agent, {"messages": [HumanMessage("go")]}, config=config)
+    edit = {"type": "edit", "edited_action": {"name": "send_email", "args": {"to": TYPED}}}
+    out = run(agent, Command(resume={"decisions": [edit]}), config=config)
+    return out, saver, model, ran
+
+
+TYPED = "typed.by.reviewer@example.net"
+
+
+@pytest.mark.parametrize("strategy", ["redact", "placeholder"])
+def test_a_reviewer_edit_with_a_raw_value_is_guarded_too(run: Any, strategy: Strategy) -> None:
+    out, saver, model, ran = _review_and_edit(run, strategy)
+    assert ran == ([TYPED] if strategy == "placeholder" else ["[REDACTED_EMAIL]"])
+    for raw in (SECRETS["email"], TYPED):
+        assert not leaked(raw, repr(out)) and not leaked(raw, model_inputs(model))
+    assert not Store("memory", saver).leaks(SECRETS["email"])
+    # The edited tool call reaching state is guarded; the reviewer's decision itself is LangGraph's resume payload,
+    # stored as the __resume__ pending write (not a message: no guard sees it). Nothing else holds the typed value.
+    assert Store("memory", saver).leaks(TYPED) <= {"write:__resume__"}
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="engine: LangGraph stores Command(resume=...) payloads as __resume__ pending writes before any hook runs; "
+    "a value a reviewer TYPES into an edit decision is stored there raw (needs a guard on resume payloads; H7 handoff)",
+)
+def test_a_value_typed_by_a_reviewer_is_not_stored_in_the_resume_write(run: Any) -> None:
+    _, saver, _, _ = _review_and_edit(run, "redact")
+    assert not Store("memory", saver).leaks(TYPED)
+
+
+def test_tool_artifacts_are_guarded(run: Any) -> None:
+    secret = SECRETS["ip"]
+
+    @tool(response_format="content_and_artifact")
+    def scan() -> tuple[str, dict[str, Any]]:
+        """Scan the network."""
+        return "1 host up", {"hosts": [secret], "note": f"seen {secret}"}
+
+    saver = InMemorySaver()
+    model = ScriptedChatModel([AIMessage("", tool_calls=[tool_call("scan", {})]), "done"])
+    agent = create_agent(
+        model, [scan], middleware=[PIIMiddleware("ip", apply_to_tool_results=True)], checkpointer=saver
+    )
+    config: Any = {"configurable": {"thread_id": "t"}}
+    out = run(agent, {"messages": [HumanMessage("scan")]}, config=config)
+    assert out["messages"][2].artifact == {"hosts": ["[REDACTED_IP]"], "note": "seen [REDACTED_IP]"}
+    assert not leaked(secret, repr(out)) and not Store("memory", saver).leaks(secret)

@@ -253,7 +253,7 @@ def test_a_search_tool_already_in_the_request_is_not_added_twice(run: Runner) ->
     ("kwargs", "parameter", "text"),
     [
         ({"searchable_tools": "query_crm"}, "searchable_tools", "searchable_tools must be a list"),
-        ({"searchable_tools": [1]}, "searchable_tools", "searchable_tools must hold tools or tool names"),
+        ({"searchable_tools": [1]}, "searchable_tools", "searchable_tools must hold tool names or BaseTool instances"),
         ({"on_unsupported": "ignore"}, "on_unsupported", "on_unsupported must be 'error' or 'send_all'"),
     ],
 )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
@@ -379,6 +380,40 @@ def test_one_instance_serves_concurrent_runs() -> None:
         return await asyncio.gather(*(one(i) for i in range(8)))
 
     assert asyncio.run(main()) == [f"ok {i}" for i in range(8)]
+
+
+def test_one_instance_serves_concurrent_threads() -> None:
+    # Each call builds its own tenacity policy, so runs in parallel threads never see each other's attempts or waits.
+    retry = ModelRetryMiddleware(max_retries=3, jitter=False, initial_delay=0.001, sleep=time.sleep)
+
+    def one(i: int) -> tuple[str, int]:
+        model = ScriptedChatModel([*(ConnectionError(f"{i}") for _ in range(i % 4)), f"ok {i}"])
+        result = create_agent(model, middleware=[retry]).invoke(Q)
+        return str(result["messages"][-1].content), model.call_count
+
+    with ThreadPoolExecutor(8) as pool:
+        outcomes = list(pool.map(one, range(16)))
+    assert outcomes == [(f"ok {i}", i % 4 + 1) for i in range(16)]
+
+
+def test_cancelling_a_run_during_a_wait_stops_retrying() -> None:
+    # The wait is asyncio.sleep on the loop (no thread): cancelling the run cancels it, and no attempt follows.
+    model = ScriptedChatModel([ConnectionError(), "never"])
+    agent = create_agent(model, middleware=[ModelRetryMiddleware(jitter=False, initial_delay=30)])
+
+    async def main() -> None:
+        task = asyncio.create_task(agent.ainvoke(Q))
+        while model.call_count == 0:
+            await asyncio.sleep(0.005)
+        await asyncio.sleep(0.02)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await asyncio.sleep(0.05)
+
+    started = time.monotonic()
+    asyncio.run(main())
+    assert model.call_count == 1 and time.monotonic() - started < 5
 
 
 # -- interrupts -----------------------------------------------------------------------------------------------------

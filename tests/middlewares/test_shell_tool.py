@@ -24,6 +24,7 @@ from middleware_kit import create_agent
 from middleware_kit.errors import MiddlewareConfigError
 from middleware_kit.middlewares._frozen import FrozenMiddlewareError
 from middleware_kit.middlewares.shell_tool import (
+    BaseExecutionPolicy,
     CodexSandboxExecutionPolicy,
     DockerExecutionPolicy,
     HostExecutionPolicy,
@@ -325,6 +326,13 @@ def test_frozen_configuration(run: Runner) -> None:
         (lambda: HostExecutionPolicy(memory_bytes=-1), "HostExecutionPolicy", "memory_bytes"),
         (lambda: DockerExecutionPolicy(image=""), "DockerExecutionPolicy", "image"),
         (lambda: CodexSandboxExecutionPolicy(platform="windows"), "CodexSandboxExecutionPolicy", "platform"),  # type: ignore[arg-type]
+        # found by the hostile review: these crashed at the first command with ValueError / NotImplementedError
+        (lambda: ShellToolMiddleware(env={"A": "x\x00y"}), "ShellToolMiddleware", "env"),
+        (lambda: ShellToolMiddleware(env={"A=B": "1"}), "ShellToolMiddleware", "env"),
+        (lambda: ShellToolMiddleware("/tmp/a\x00b"), "ShellToolMiddleware", "workspace_root"),
+        (lambda: ShellToolMiddleware(shell_command=["/bin/bash\x00"]), "ShellToolMiddleware", "shell_command"),
+        (lambda: ShellToolMiddleware(execution_policy=BaseExecutionPolicy()), "ShellToolMiddleware",
+         "execution_policy"),
     ],
 )
 def test_constructor_errors_name_class_and_parameter(build: Any, owner: str, param: str) -> None:
@@ -394,3 +402,160 @@ def test_a_huge_command_cannot_deadlock_against_its_own_output(run: Runner) -> N
     content = answers[0].content
     assert content.startswith("y" * 100 + "\n\n... Output truncated") and answers[0].status == "success"
     assert "timed out" not in content
+
+
+# -- hostile review (H10) ------------------------------------------------------------------------------------------
+def test_cancelling_ainvoke_mid_command_kills_everything_and_closes_the_session(tmp_path: Path) -> None:
+    """Before the async tool, a cancelled ainvoke left the command (and its shell) running until command_timeout
+    and the session open for good: the worker thread could not be interrupted and after_agent never ran."""
+    mw = ShellToolMiddleware(execution_policy=HostExecutionPolicy(command_timeout=120))
+    agent = create_agent(
+        shell_calls(f"sleep 120 & echo $! > {tmp_path}/job; echo $$ > {tmp_path}/shell; wait"), middleware=[mw]
+    )
+
+    async def main() -> None:
+        task = asyncio.create_task(agent.ainvoke({"messages": [HumanMessage("go")]}))
+        started = await asyncio.to_thread(
+            wait_until, lambda: (tmp_path / "job").exists() and (tmp_path / "shell").exists(), 10
+        )
+        assert started
+        await asyncio.sleep(0.2)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+    pids = [int((tmp_path / name).read_text()) for name in ("job", "shell")]
+    assert wait_until(lambda: not any(alive(pid) for pid in pids), 5), "the command outlived the cancelled run"
+    assert wait_until(lambda: open_shell_sessions() == (), 5)
+
+
+@pytest.mark.skipif(shutil.which("setsid") is None, reason="needs the setsid utility")
+@pytest.mark.parametrize("how", ["setsid -f", "nohup setsid -f"])
+def test_children_that_leave_the_process_group_die_with_the_session(run: Runner, tmp_path: Path, how: str) -> None:
+    """`setsid` puts a child in a new session and process group, out of reach of killpg; the session id in its
+    environment finds it. (A child that also clears its environment, `env -i setsid ...`, is not found: use
+    DockerExecutionPolicy to contain everything; documented.)"""
+    pidfile = tmp_path / "escaped"
+    mw = ShellToolMiddleware()
+    run_commands(run, mw, f"{how} sh -c 'echo $$ > {pidfile}; exec sleep 120' >/dev/null 2>&1; sleep 0.3")
+    assert wait_until(pidfile.exists, 5)
+    pid = int(pidfile.read_text())
+    assert wait_until(lambda: not alive(pid), 5), "a setsid child outlived the session"
+
+
+def test_setsid_children_die_on_timeout_too(run: Runner, tmp_path: Path) -> None:
+    pidfile = tmp_path / "escaped"
+    mw = ShellToolMiddleware(execution_policy=HostExecutionPolicy(command_timeout=1))
+    answers = run_commands(run, mw, f"setsid -f sh -c 'echo $$ > {pidfile}; exec sleep 120'; sleep 30")
+    assert "timed out" in answers[0].content
+    assert wait_until(pidfile.exists, 5)
+    assert wait_until(lambda: not alive(int(pidfile.read_text())), 5)
+
+
+def test_stderr_floods_are_bounded_too(run: Runner) -> None:
+    mw = ShellToolMiddleware(execution_policy=HostExecutionPolicy(max_output_lines=5, command_timeout=3))
+    answer = run_commands(run, mw, "timeout 1 yes err >&2; echo tail >&2")[0]
+    text = str(answer.content)
+    assert text.startswith("err\nerr\nerr\nerr\nerr") and "Output truncated" in text and len(text) < 1000
+
+
+def test_nul_bytes_in_output_never_reach_messages(run: Runner) -> None:
+    answer = run_commands(run, ShellToolMiddleware(), r"printf 'a\0b\n'; head -c 64 /dev/zero")[0]
+    assert "\x00" not in answer.content and answer.content.startswith("a\ufffdb")
+
+
+def test_the_host_environment_is_never_copied_onto_the_middleware(run: Runner, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MK_TEST_LATE_VAR", "set-after-construction")
+    inherit = ShellToolMiddleware()
+    assert inherit.shell_env is None  # inherited when a session starts, as LangChain documents
+    assert "set-after-construction" in run_commands(run, inherit, "echo $MK_TEST_LATE_VAR")[0].content
+    given = {"FOO": "1"}
+    explicit = ShellToolMiddleware(env=given)
+    given["FOO"] = "2"
+    with pytest.raises(TypeError):
+        explicit.shell_env["FOO"] = "3"  # type: ignore[index]
+    assert run_commands(run, explicit, "echo $FOO $MK_TEST_LATE_VAR")[0].content == "1"
+
+
+def test_concurrent_asyncio_runs_on_one_instance_never_share_a_session() -> None:
+    mw = ShellToolMiddleware()
+
+    async def one(i: int) -> str:
+        agent = create_agent(shell_calls(f"export MINE={i}; cd /", "sleep 0.2; echo $MINE $PWD"), middleware=[mw])
+        return str(outputs(await agent.ainvoke({"messages": [HumanMessage("go")]}))[1].content)
+
+    async def main() -> list[str]:
+        return list(await asyncio.gather(*(one(i) for i in range(6))))
+
+    assert asyncio.run(main()) == [f"{i} /" for i in range(6)]
+    assert open_shell_sessions() == ()
+
+
+@pytest.mark.parametrize(
+    ("command", "shown"),
+    [
+        ("if", "syntax error"),
+        ("echo '", "unexpected EOF"),
+        ("echo a; }; echo b; {", "syntax error"),
+        ("cat <<EOF\nabc", "abc"),
+        ("echo hi \\", "hi"),
+    ],
+)
+def test_a_malformed_command_fails_alone_fast_and_keeps_the_session(command: str, shown: str) -> None:
+    """Before commands ran through eval, these hung until command_timeout (the shell kept reading the marker line as
+    part of the command) or killed the session, losing its variables and working directory."""
+    mw = ShellToolMiddleware(execution_policy=HostExecutionPolicy(command_timeout=20))
+    agent = create_agent(shell_calls("export KEPT=yes", command, "echo KEPT=$KEPT"), middleware=[mw])
+    started = time.monotonic()
+    answers = outputs(agent.invoke({"messages": [HumanMessage("go")]}))
+    assert time.monotonic() - started < 10
+    assert shown in answers[1].content and "timed out" not in answers[1].content
+    assert answers[2].content == "KEPT=yes"
+
+
+@pytest.mark.parametrize("mode", ["invoke", "ainvoke"])
+def test_a_broken_redaction_detector_is_a_middleware_error_naming_the_rule(mode: str) -> None:
+    from middleware_kit.errors import MiddlewareError
+
+    rule = RedactionRule("token", detector=lambda text: [{"begin": 0}])
+    agent = create_agent(shell_calls("echo hi"), middleware=[ShellToolMiddleware(redaction_rules=[rule])])
+    with pytest.raises(MiddlewareError) as caught:
+        if mode == "invoke":
+            agent.invoke({"messages": [HumanMessage("go")]})
+        else:
+            asyncio.run(agent.ainvoke({"messages": [HumanMessage("go")]}))
+    assert caught.value.middleware == "ShellToolMiddleware" and caught.value.hook == "redaction_rules"
+    assert "RedactionRule('token')" in str(caught.value) and "'start' and 'end'" in str(caught.value)
+    assert wait_until(lambda: open_shell_sessions() == (), 5)
+
+
+def test_a_command_still_queued_when_its_run_is_cancelled_never_runs(tmp_path: Path) -> None:
+    """The async tool runs the command in a worker thread; if every worker is busy, the call waits in the queue.
+    Cancelled there, it must never start later in a new session that nobody would close (asyncio cancels the
+    queued job; this pins it)."""
+    import threading
+    import uuid
+    from concurrent.futures import ThreadPoolExecutor
+
+    mw = ShellToolMiddleware()
+    runtime = ToolRuntime(state={"messages": [], "shell_session_id": uuid.uuid4().hex}, context=None, config={},
+                          stream_writer=lambda _: None, tool_call_id="queued", store=None)
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        loop.set_default_executor(ThreadPoolExecutor(1))
+        gate = threading.Event()
+        busy = loop.run_in_executor(None, gate.wait)  # the only worker is taken
+        task = asyncio.create_task(mw.arun_tool(f"touch {tmp_path}/ran", restart=False, runtime=runtime))
+        await asyncio.sleep(0.3)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        gate.set()
+        await busy
+        await asyncio.sleep(0.5)  # the queued job has had its turn
+
+    asyncio.run(main())
+    assert not (tmp_path / "ran").exists()
+    assert open_shell_sessions() == ()

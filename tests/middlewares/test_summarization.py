@@ -656,3 +656,30 @@ def test_one_instance_serves_concurrent_threads() -> None:
         assert is_summary(history[0])
         own = [str(m.content) for m in history if isinstance(m, HumanMessage) and not is_summary(m)]
         assert own and all(text.startswith(f"thread {thread} ") for text in own)
+
+
+_ANY_VALUE = st.one_of(
+    st.none(), st.booleans(), st.integers(-5, 10**6), st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=5), st.lists(st.integers(), max_size=2), st.dictionaries(st.text(max_size=3), st.integers()),
+)
+_KIND = st.one_of(st.sampled_from(["tokens", "messages", "fraction"]), st.text(max_size=8), st.integers())
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(kind=_KIND, value=_ANY_VALUE, shape=st.sampled_from(["tuple", "dict", "list", "keep", "keep_dict"]))
+def test_any_trigger_or_keep_either_builds_or_raises_a_config_error(kind: Any, value: Any, shape: str) -> None:
+    """Bad input never escapes as TypeError/KeyError/...: LangChain raises ValueError, so do we (a config error)."""
+    spec: Any = {"tuple": (kind, value), "dict": {kind: value}, "list": [(kind, value)], "keep": (kind, value),
+                 "keep_dict": {kind: value}}[shape]
+    kwargs = {"keep": spec, "trigger": ("messages", 5)} if shape.startswith("keep") else {"trigger": spec}
+    model = ScriptedChatModel([], profile={"max_input_tokens": 1000})
+    try:
+        SummarizationMiddleware(model, **kwargs)
+    except MiddlewareConfigError as error:
+        assert isinstance(error, ValueError) and error.middleware == "SummarizationMiddleware"
+        assert error.hook in ("trigger", "keep")
+        return
+    assert kind in ("tokens", "messages", "fraction")
+    assert isinstance(value, (int, float)) and not isinstance(value, bool)
+    if kind != "fraction":
+        assert value == int(value) and not isinstance(value, float)

@@ -8,7 +8,7 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
-from middleware_kit import create_agent, dynamic_prompt
+from middleware_kit import MiddlewareConfigError, create_agent, dynamic_prompt
 from middleware_kit.middlewares._frozen import FrozenMiddlewareError
 from middleware_kit.middlewares.todo_list import (
     PARALLEL_WRITE_TODOS_ERROR,
@@ -145,3 +145,14 @@ def test_configuration_is_frozen_and_replace_makes_a_working_copy(run: Runner) -
 def test_default_texts_are_langchains() -> None:
     assert WRITE_TODOS_SYSTEM_PROMPT.startswith("## `write_todos`\n\nYou have access to the `write_todos` tool")
     assert WRITE_TODOS_TOOL_DESCRIPTION.startswith("Use this tool to create and manage a structured task list")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "param"),
+    [({"system_prompt": None}, "system_prompt"), ({"tool_description": ""}, "tool_description"),
+     ({"tool_description": 42}, "tool_description")],
+)
+def test_constructor_errors_name_the_parameter(kwargs: dict[str, Any], param: str) -> None:
+    with pytest.raises(MiddlewareConfigError, match=f"TodoListMiddleware: {param} must be a str") as err:
+        TodoListMiddleware(**kwargs)
+    assert err.value.hook == param and isinstance(err.value, ValueError)

@@ -234,3 +234,45 @@ def test_lifecycle_and_discarded_events(mode: str) -> None:
     assert (failed["error"], failed["message"]) == ("ValueError", "boom")
     assert dict(discarded.payload) == {"message_id": "lc_run--1", "model_run_id": "1", "error": "TimeoutError"}
     assert discarded.hook == "wrap_model_call" and inside.hook == "after_agent"
+
+
+class EngineStandIn(AgentMiddleware):
+    """Uses RunLifecycle.of() from several nodes and chains of one run, as the engine will."""
+
+    def before_agent(self, state: Any, runtime: Runtime[Any] | None) -> None:
+        RunLifecycle.of(runtime, "stand_in").started(runtime)
+
+    def wrap_model_call(self, request: ModelRequest[Any], handler: ModelHandler) -> Any:
+        response = handler(request)
+        RunLifecycle.of(request.runtime, "stand_in").count_model_call(0.5)
+        return response
+
+    async def awrap_model_call(self, request: ModelRequest[Any], handler: Any) -> Any:
+        response = await handler(request)
+        RunLifecycle.of(request.runtime, "stand_in").count_model_call(0.5)
+        return response
+
+    def wrap_tool_call(self, request: ToolCallRequest, handler: ToolHandler) -> ToolResult:
+        result = handler(request)
+        RunLifecycle.of(request.runtime, "stand_in").count_tool_call(0.25)
+        return result
+
+    async def awrap_tool_call(self, request: ToolCallRequest, handler: Any) -> ToolResult:
+        result: ToolResult = await handler(request)
+        RunLifecycle.of(request.runtime, "stand_in").count_tool_call(0.25)
+        return result
+
+    def after_agent(self, state: Any, runtime: Runtime[Any] | None) -> None:
+        RunLifecycle.of(runtime, "stand_in").finished(runtime)
+
+
+def test_one_lifecycle_per_run_across_its_nodes(mode: str) -> None:
+    agent = create_agent(parallel_model(3), [slow], middleware=[EngineStandIn()])
+    for _ in range(2):  # a second run starts from zero: nothing carried over
+        events = stream_custom(agent, Q, mode)
+        assert [e.event for e in events] == [RUN_STARTED, RUN_FINISHED]
+        finished = events[1]
+        assert (finished["model_calls"], finished["tool_calls"], finished["model_s"], finished["tool_s"]) == (
+            2, 3, 1.0, 0.75)
+    assert isinstance(RunLifecycle.of(None, "x"), RunLifecycle)  # outside a run: a fresh one
+    assert RunLifecycle.of(None, "x") is not RunLifecycle.of(None, "x")

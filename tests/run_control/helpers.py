@@ -93,7 +93,8 @@ def build(
     return with_run_control(agent, control or RunControl())
 
 
-def cfg(thread: str) -> dict[str, Any]:
+def cfg(thread: str) -> Any:
+    """A run config for ``thread`` (typed ``Any``: LangGraph's overloads want a ``RunnableConfig``)."""
     return {"configurable": {"thread_id": thread}}
 
 

@@ -248,3 +248,18 @@ async def test_cancelling_the_asyncio_task_still_works_and_frees_the_thread() ->
     assert out["messages"][-1].content == "answer: next"
     assert_paired(out["messages"])
     assert not agent.cancel("t")  # nothing runs on the thread now
+
+
+async def test_a_deadline_holds_without_a_checkpointer(mode: str) -> None:
+    """No checkpointer (as on LangGraph Server, which brings its own): no lease to take, the deadline still ends
+    the run with every tool call answered."""
+    ledger = Ledger()
+    agent = build(None, RunControl(deadline=DEADLINE, on_deadline="raise"), tools=[work_tool(ledger)],
+                  model=Model(), review=False)
+    with pytest.raises(RunDeadlineExceededError):
+        if mode == "invoke":
+            await asyncio.to_thread(agent.invoke, {"messages": [HumanMessage("tool job")]})
+        else:
+            await agent.ainvoke({"messages": [HumanMessage("tool job")]})
+    out = await run_collecting(agent, mode, {"messages": [HumanMessage("hello")]}, None)
+    assert out == []  # a quick run: no terminal event

@@ -138,7 +138,8 @@ async def test_stale_duplicate_and_unknown_resumes_run_nothing(kind: str, mode: 
         done = await call(agent, mode, Command(resume={interrupt_id: APPROVE}), cfg("t"))
         assert done["messages"][-1].content == "done: paid x"
         calls = model.call_count
-        for resume in (Command(resume=APPROVE), Command(resume={interrupt_id: APPROVE})):
+        resumes: list[Command[Any]] = [Command(resume=APPROVE), Command(resume={interrupt_id: APPROVE})]
+        for resume in resumes:
             with pytest.raises(InterruptAlreadyResolvedError) as info:
                 await call(agent, mode, resume, cfg("t"))
             assert info.value.interrupt_id == interrupt_id and info.value.thread_id == "t"

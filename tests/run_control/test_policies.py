@@ -139,7 +139,7 @@ def test_run_control_and_its_middleware_are_frozen_values() -> None:
         control.override(ttl=-1)
     mw = RunControlMiddleware()
     with pytest.raises(FrozenMiddlewareError):
-        mw.tools = ()  # type: ignore[misc]
+        mw.tools = ()
     assert isinstance(mw.replace(), RunControlMiddleware) and isinstance(RunControlGuard().replace(), RunControlGuard)
     stack = [RunControlMiddleware()]
     built = controlled_middleware(stack)

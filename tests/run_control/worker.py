@@ -78,7 +78,7 @@ def make_agent(saver: Any, name: str, record: Callable[[str, str, bool], None], 
     agent = create_agent(ScriptedChatModel(default=reply), [pay],
                          middleware=controlled_middleware([HumanInTheLoopMiddleware({"pay": True})]),
                          checkpointer=saver)
-    return with_run_control(agent, RunControl(on_conflict="wait", wait_timeout=60, ttl=ttl, poll_interval=0.2))
+    return with_run_control(agent, RunControl(on_conflict="wait", wait_timeout=60, ttl=ttl, poll_interval=0.05))
 
 
 def command(cmd: dict[str, Any]) -> Any:
