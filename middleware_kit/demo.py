@@ -5,10 +5,16 @@ two questions on one thread:
 
 1. "What's the weather in Paris?" The provider fails once (``ModelRetryMiddleware`` retries it), the agent calls
    ``get_weather`` and answers.
-2. "Now email that to ada@example.com." ``PIIMiddleware`` replaces the address with ``<EMAIL_1>`` before any model
-   sees it, ``SummarizationMiddleware`` folds the first exchange into a summary (its trigger is tiny on purpose),
-   the model calls ``send_email`` and ``HumanInTheLoopMiddleware`` pauses the run for approval. Once approved, the
-   tool gets the real address back and the model answers.
+2. "Now email that to ada@example.com." ``PIIMiddleware`` replaces the address with a placeholder such as
+   ``<EMAIL_3f9a1c2e>`` before the message is even saved (so no model, checkpoint or stream sees it),
+   ``SummarizationMiddleware`` folds the first exchange into a summary (its trigger is tiny on purpose; tokens are
+   counted exactly, offline, with the tiktoken vocabularies of the ``demo`` extra), the model calls ``send_email``
+   and ``HumanInTheLoopMiddleware`` pauses the run for approval. Once approved, the tool gets the real address back
+   and the model answers.
+
+The placeholders' real values are kept encrypted in the thread under a key. The demo uses a demo-only key written
+in this file (``DEMO_ONLY_PII_KEY``) unless ``MIDDLEWARE_KIT_DEMO_PII_KEY`` is set: a real deployment supplies its
+own secret (at least 32 bytes, e.g. ``secrets.token_urlsafe(32)``) and never ships one in code.
 
 Every middleware reports on LangGraph's custom stream; the demo prints each event as it arrives. The run is saved
 in a SQLite file (``--db``, default ``./demo-state.sqlite``). Stop at the approval (``--stop-at-approval``, or
@@ -65,6 +71,10 @@ from middleware_kit.testing import ScriptedChatModel, tool_call
 __all__ = ["PROVIDERS", "DemoContext", "build_demo_agent", "load_model", "main"]
 
 EMAIL = "ada@example.com"
+PII_KEY_ENV = "MIDDLEWARE_KIT_DEMO_PII_KEY"
+DEMO_ONLY_PII_KEY = "DEMO-ONLY pii key: public, in the source; never use it for real data"
+"""The demo's placeholder key when ``MIDDLEWARE_KIT_DEMO_PII_KEY`` is not set. Public (it is in this file): a real
+deployment supplies its own secret of at least 32 bytes."""
 QUESTIONS = ("What's the weather in Paris?", f"Now email that to {EMAIL}, please.")
 DEFAULT_DB = "demo-state.sqlite"
 
@@ -143,7 +153,7 @@ def scripted_model() -> ScriptedChatModel:
         if isinstance(last, ToolMessage) and last.name == "get_weather":
             return AIMessage(f"In Paris it is {last.text}.")
         if isinstance(last, HumanMessage) and "email" in last.text.lower():
-            address = re.search(r"<EMAIL_\d+>|\S+@\S+\.\w+", last.text)
+            address = re.search(r"<EMAIL_[0-9a-f]{8}>|\S+@\S+\.\w+", last.text)
             summary = next((m.text.rsplit("\n", 1)[-1] for m in messages if is_summary(m)), "no summary")
             args = {"to": address.group(0) if address else "?", "subject": "Weather", "body": summary}
             return AIMessage("", tool_calls=[tool_call("send_email", args)])

@@ -21,7 +21,7 @@ from typing import Any, ClassVar, TypeVar
 
 from middleware_kit.errors import MiddlewareConfigError
 
-__all__ = ["FrozenConfig", "FrozenMiddlewareError", "copy_containers"]
+__all__ = ["ConstructorArgumentError", "FrozenConfig", "FrozenMiddlewareError", "copy_containers"]
 
 _Self = TypeVar("_Self", bound="FrozenConfig")
 
@@ -37,6 +37,26 @@ class FrozenMiddlewareError(MiddlewareConfigError, AttributeError):
             f"`mw.replace({attribute.lstrip('_')}=...)` (any constructor argument) and build a new agent with it.",
             middleware=middleware,
             hook=attribute,
+        )
+
+
+class ConstructorArgumentError(MiddlewareConfigError, TypeError):
+    """A bundled middleware was constructed with a missing, unknown or doubled argument (also a ``TypeError``, as
+    Python raises for a bad call)."""
+
+    @classmethod
+    def for_call(cls, middleware: str, signature: inspect.Signature, problem: TypeError) -> ConstructorArgumentError:
+        required = [
+            n
+            for n, p in signature.parameters.items()
+            if n != "self" and p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+        ]
+        accepted = [n for n, p in signature.parameters.items() if n != "self"]
+        return cls(
+            f"{middleware}(...): {problem}. Fix: pass its parameters (required: {', '.join(required) or 'none'}; "
+            f"accepted: {', '.join(accepted)}); see help({middleware}).",
+            middleware=middleware,
+            hook="__init__",
         )
 
 
@@ -72,7 +92,10 @@ class FrozenConfig:
             outermost = "_frozen_init_args" not in self.__dict__ and not getattr(self, "_frozen_initializing", False)
             if outermost:
                 object.__setattr__(self, "_frozen_initializing", True)
-            bound = signature.bind(self, *args, **kw)
+            try:
+                bound = signature.bind(self, *args, **kw)
+            except TypeError as problem:
+                raise ConstructorArgumentError.for_call(type(self).__name__, signature, problem) from None
             copied = {name: copy_containers(v) for name, v in bound.arguments.items() if name != "self"}
             if outermost:
                 object.__setattr__(self, "_frozen_recorded", (signature, copied))

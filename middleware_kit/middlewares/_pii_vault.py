@@ -7,10 +7,10 @@ no shared counter, and nobody without the key can tell which value it stands for
 of the message that carried it, so checkpoints, streams and results hold ciphertext and placeholders, never the
 mapping in plain text.
 
-The cipher is built from the standard library only (no runtime dependency): HMAC-SHA256 as a pseudo-random function
-in counter mode for the keystream, and encrypt-then-MAC with a separate HMAC-SHA256 key over the key id, the nonce and
-the ciphertext (a 128-bit tag, verified in constant time). Sub-keys are derived from the deployment key with HMAC
-(one key per purpose), a fresh 128-bit random nonce per seal.
+The cipher is AES-256-GCM from the ``cryptography`` package (the ``pii`` extra; imported when a keyring is made, with
+an error naming the extra when it is missing): a fresh 96-bit random nonce per seal, the key id as associated data.
+Sub-keys are derived from the deployment key with HMAC-SHA256 (one key per purpose: encryption, placeholder names,
+key id), so the secret you supply is never used directly.
 
 Rotation: a :class:`Keyring` holds one or more keys; the FIRST seals and names placeholders, every key opens (a
 sealed value names the key that sealed it). Put the new key first, keep the old ones until the threads that used
@@ -25,7 +25,14 @@ import hmac
 import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TypeAlias
+from typing import Any, TypeAlias
+
+try:
+    from cryptography.exceptions import InvalidTag
+except ImportError:  # pragma: no cover - _aead() says which extra to install
+
+    class InvalidTag(Exception):  # type: ignore[no-redef]
+        """Stand-in so this module imports without ``cryptography``."""
 
 __all__ = ["KeySpec", "Keyring", "VaultError"]
 
@@ -33,7 +40,7 @@ KeySpec: TypeAlias = "str | bytes | Sequence[str | bytes] | Keyring"
 """A key (``str``/``bytes``, at least 32 bytes), a list of keys (the first is current; the others still open old
 values), or a :class:`Keyring`."""
 
-_PREFIX = "pii1."
+_PREFIX = "pii2."
 _MIN_KEY_BYTES = 32
 
 
@@ -48,22 +55,24 @@ def _sub(key: bytes, purpose: bytes) -> bytes:
 @dataclass(frozen=True, slots=True)
 class _Key:
     key_id: bytes  # 4 bytes, names the key in a sealed value (not secret)
-    enc: bytes
-    mac: bytes
+    cipher: Any  # AES-256-GCM under a sub-key of the secret
     name: bytes
 
     @classmethod
     def derive(cls, secret: bytes) -> _Key:
-        return cls(_sub(secret, b"id")[:4], _sub(secret, b"enc"), _sub(secret, b"mac"), _sub(secret, b"name"))
+        return cls(_sub(secret, b"id")[:4], _aead(_sub(secret, b"enc")), _sub(secret, b"name"))
 
 
-def _keystream_xor(key: bytes, nonce: bytes, data: bytes) -> bytes:
-    out = bytearray(len(data))
-    for block in range(0, len(data), 32):
-        pad = hmac.new(key, nonce + block.to_bytes(8, "big"), hashlib.sha256).digest()
-        chunk = data[block : block + 32]
-        out[block : block + len(chunk)] = bytes(a ^ b for a, b in zip(chunk, pad, strict=False))
-    return bytes(out)
+def _aead(key: bytes) -> Any:
+    """An AES-256-GCM cipher under ``key`` (``cryptography``, the ``pii`` extra)."""
+    try:
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+    except ImportError as exc:  # pragma: no cover - the test extra installs it
+        raise ImportError(
+            "PIIMiddleware(strategy='placeholder') encrypts the real values with AES-GCM from the 'cryptography' "
+            "package. Install it: pip install 'middleware_kit[pii]'."
+        ) from exc
+    return AESGCM(key)
 
 
 class Keyring:
@@ -110,10 +119,9 @@ class Keyring:
     def seal(self, value: str) -> str:
         """``value`` encrypted and authenticated with the current key: ``pii1.<base64url>``."""
         key = self._keys[0]
-        nonce = secrets.token_bytes(16)
-        body = _keystream_xor(key.enc, nonce, value.encode())
-        tag = hmac.new(key.mac, key.key_id + nonce + body, hashlib.sha256).digest()[:16]
-        return _PREFIX + base64.urlsafe_b64encode(key.key_id + nonce + body + tag).decode().rstrip("=")
+        nonce = secrets.token_bytes(12)
+        body = key.cipher.encrypt(nonce, value.encode(), key.key_id)
+        return _PREFIX + base64.urlsafe_b64encode(key.key_id + nonce + body).decode().rstrip("=")
 
     def open(self, sealed: str) -> str:
         """The value ``sealed`` holds; :class:`VaultError` when no key of the ring sealed it or it was altered."""
@@ -124,13 +132,14 @@ class Keyring:
             raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
         except (ValueError, TypeError):
             raise VaultError("not a sealed value") from None
-        if len(raw) < 4 + 16 + 16:
+        if len(raw) < 4 + 12 + 16:
             raise VaultError("not a sealed value")
-        key_id, nonce, body, tag = raw[:4], raw[4:20], raw[20:-16], raw[-16:]
+        key_id, nonce, body = raw[:4], raw[4:16], raw[16:]
         for key in self._keys:
             if key.key_id != key_id:
                 continue
-            expected = hmac.new(key.mac, key_id + nonce + body, hashlib.sha256).digest()[:16]
-            if hmac.compare_digest(expected, tag):
-                return _keystream_xor(key.enc, nonce, body).decode()
+            try:
+                return str(key.cipher.decrypt(nonce, body, key_id).decode())
+            except InvalidTag:
+                continue
         raise VaultError("sealed with a key that is not in the keyring, or altered")

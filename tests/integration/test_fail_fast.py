@@ -174,6 +174,47 @@ def test_bad_element_names_middleware_and_hook_and_the_thread_goes_on(run: Runne
     assert all(isinstance(m, BaseMessage) for m in messages)
 
 
+def _flow_model(request: ModelRequest[Any]) -> Any:
+    yield request
+    return ModelResponse(result="hello")  # type: ignore[arg-type]
+
+
+def _flow_tool(request: ToolCallRequest) -> Any:
+    result = yield request
+    return ToolMessage(str(result.content), tool_call_id="someone-else")
+
+
+async def _async_model(request: ModelRequest[Any], handler: Any) -> Any:
+    return ModelResponse(result=[await handler(request), 0])  # type: ignore[list-item]
+
+
+async def _async_tool(request: ToolCallRequest, handler: Any) -> Any:
+    await handler(request)
+    return Command(update="x")
+
+
+@pytest.mark.parametrize(
+    ("hook", "fn"),
+    [
+        ("wrap_model_call", _flow_model),
+        ("wrap_tool_call", _flow_tool),
+        ("wrap_model_call", _async_model),
+        ("wrap_tool_call", _async_tool),
+    ],
+    ids=["flow-model", "flow-tool", "async-model", "async-tool"],
+)
+def test_flow_and_async_hooks_are_validated_too(run: Runner, hook: str, fn: Any) -> None:
+    saver = InMemorySaver()
+    model = tool_then_answer()
+    bad = create_agent(model, [add], middleware=[getattr(deco, hook)(name="Culprit")(fn)], checkpointer=saver)
+    config = thread()
+    with pytest.raises(HookValueError) as info:
+        run(bad, q(), config=config)
+    assert (info.value.middleware, info.value.hook) == ("Culprit", hook)
+    result = run(create_agent(model, [add], checkpointer=saver), q("again"), config=config)
+    assert result["messages"][-1].content == "done"
+
+
 class NoteState(AgentState):
     note: NotRequired[str]
 

@@ -322,29 +322,34 @@ def test_walking_a_huge_tree_is_bounded_by_the_time_budget_too(tree: Path) -> No
     assert search(tree).glob("**/*.nomatch") == "No files found"
 
 
-def test_a_tree_thousands_of_levels_deep_neither_crashes_nor_hangs(tree: Path) -> None:
+def test_a_tree_thousands_of_levels_deep_neither_crashes_nor_hangs() -> None:
     """os.walk/os.fwalk recurse: 1500 nested directories (anyone who can write into the root, e.g. the shell tool,
     can make them) raised RecursionError out of both tools. The walk is iterative now; below 256 levels nothing is
-    searched (documented)."""
-    fd = os.open(tree, os.O_RDONLY)
-    for level in range(1500):
-        os.mkdir("d", dir_fd=fd)
-        child = os.open("d", os.O_RDONLY, dir_fd=fd)
-        os.close(fd)
-        fd = child
-        if level == 9:
-            with open(os.open("shallow.txt", os.O_CREAT | os.O_WRONLY, dir_fd=fd), "w") as handle:
-                handle.write("needle\n")
-    os.close(os.open("deep.txt", os.O_CREAT | os.O_WRONLY, dir_fd=fd))
-    os.close(fd)
+    searched (documented). Built outside pytest's tmp_path: its cleanup (shutil.rmtree) recurses too."""
+    import shutil
+    import tempfile
+
+    root = Path(tempfile.mkdtemp(prefix="mk_deep_"))
     try:
-        mw = search(tree)
+        fd = os.open(root, os.O_RDONLY)
+        for level in range(1500):
+            os.mkdir("d", dir_fd=fd)
+            child = os.open("d", os.O_RDONLY, dir_fd=fd)
+            os.close(fd)
+            fd = child
+            if level == 9:
+                with open(os.open("shallow.txt", os.O_CREAT | os.O_WRONLY, dir_fd=fd), "w") as handle:
+                    handle.write("needle\n")
+        os.close(os.open("deep.txt", os.O_CREAT | os.O_WRONLY, dir_fd=fd))
+        os.close(fd)
+        mw = search(root)
         started = time.monotonic()
         assert mw.glob("**/*.txt") == "/" + "d/" * 10 + "shallow.txt"
         assert mw.grep("needle") == "/" + "d/" * 10 + "shallow.txt"
         assert time.monotonic() - started < 5
     finally:
-        remove_chain(tree, "d")  # shutil.rmtree (pytest's tmp_path cleanup) recurses too: remove it here
+        remove_chain(root, "d")
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def remove_chain(top: Path, name: str) -> None:

@@ -1,0 +1,100 @@
+"""Configuration is a value (DESIGN §8.5): the FrozenConfig rule shared by every bundled middleware."""
+
+from __future__ import annotations
+
+import pickle
+from typing import Any
+
+import pytest
+
+from middleware_kit import AgentMiddleware, MiddlewareConfigError, create_agent
+from middleware_kit.middlewares._frozen import ConstructorArgumentError, FrozenConfig, FrozenMiddlewareError
+from middleware_kit.middlewares.limits import ModelCallLimitMiddleware
+from middleware_kit.middlewares.retry import ModelRetryMiddleware
+from middleware_kit.testing import ScriptedChatModel
+
+
+class Box(FrozenConfig, AgentMiddleware):
+    def __init__(self, first: str, *more: str, items: list[int] | None = None, table: dict[str, Any] | None = None):
+        self.first = first
+        self.more = more
+        self.items = items if items is not None else []
+        self.table = table if table is not None else {}
+
+
+class Tagged(Box):
+    def __init__(self, tag: str, **kwargs: Any) -> None:
+        super().__init__(tag, "x", **kwargs)
+        self.tag = tag
+
+
+def test_assignment_and_deletion_raise_with_the_fix() -> None:
+    box = Box("a")
+    with pytest.raises(FrozenMiddlewareError) as info:
+        box.first = "b"
+    assert isinstance(info.value, AttributeError) and isinstance(info.value, MiddlewareConfigError)
+    assert info.value.middleware == "Box" and info.value.hook == "first"
+    assert "mw.replace(first=...)" in str(info.value)
+    with pytest.raises(FrozenMiddlewareError):
+        del box.first
+    assert box.first == "a"
+
+
+def test_container_arguments_are_copied_deeply() -> None:
+    items, table = [1, 2], {"k": [1]}
+    box = Box("a", items=items, table=table)
+    items.append(3)
+    table["k"].append(2)
+    table["new"] = 1
+    assert box.items == [1, 2] and box.table == {"k": [1]}
+
+
+def test_replace_reruns_the_constructor_with_changes_only() -> None:
+    box = Box("a", "b", "c", items=[1])
+    changed = box.replace(items=[9])
+    assert (changed.first, changed.more, changed.items) == ("a", ("b", "c"), [9])
+    assert box.items == [1]
+    sub = Tagged("t", items=[1])
+    assert sub.replace(tag="u").tag == "u" and sub.replace(items=[5]).items == [5]
+    assert sub.replace(items=[5]).tag == "t"
+
+
+def test_replace_refuses_unknown_arguments_and_revalidates() -> None:
+    with pytest.raises(MiddlewareConfigError, match=r"unknown argument\(s\) \['nope'\]"):
+        Box("a").replace(nope=1)
+    with pytest.raises(MiddlewareConfigError):
+        ModelRetryMiddleware().replace(max_retries=-1)
+
+
+def test_bad_constructor_calls_name_the_class_and_the_parameters() -> None:
+    with pytest.raises(ConstructorArgumentError) as info:
+        Box()  # type: ignore[call-arg]
+    assert isinstance(info.value, TypeError)
+    assert "Box(...): missing a required argument: 'first'" in str(info.value)
+    assert "required: first" in str(info.value)
+    with pytest.raises(ConstructorArgumentError, match="unexpected keyword argument 'retries'"):
+        ModelRetryMiddleware(retries=3)  # type: ignore[call-arg]
+
+
+def test_name_is_identity_not_configuration() -> None:
+    a, b = ModelCallLimitMiddleware(run_limit=1), ModelCallLimitMiddleware(run_limit=2)
+    b.name = "second_limit"
+    create_agent(ScriptedChatModel(["hi"]), middleware=[a, b])  # no duplicate-name error
+    assert a.replace(name="x").name == "x"
+    assert b.replace(run_limit=3).name == "second_limit"
+
+
+def test_a_shared_instance_cannot_be_changed_under_a_built_agent() -> None:
+    retry = ModelRetryMiddleware(max_retries=3)
+    create_agent(ScriptedChatModel(["hi"]), middleware=[retry])
+    with pytest.raises(FrozenMiddlewareError):
+        retry.max_retries = 0  # type: ignore[misc]
+    assert retry.max_retries == 3
+
+
+def test_frozen_errors_pickle() -> None:
+    try:
+        Box("a").first = "b"
+    except FrozenMiddlewareError as exc:
+        again = pickle.loads(pickle.dumps(exc))
+        assert str(again) == str(exc) and again.middleware == "Box"
