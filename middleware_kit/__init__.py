@@ -30,6 +30,7 @@ from middleware_kit.errors import (
     UnknownStateKeyError,
     UnknownToolError,
 )
+from middleware_kit.flow import ModelCallFlow, Sleep, ToolCallFlow
 from middleware_kit.middleware import AgentMiddleware
 from middleware_kit.middlewares import (
     WRITE_TODOS_SYSTEM_PROMPT,
@@ -95,6 +96,17 @@ from middleware_kit.middlewares import (
 )
 from middleware_kit.phases import InterruptInFusedNodeWarning
 from middleware_kit.plan import MiddlewarePlan, PlannedHook
+from middleware_kit.run_control import (
+    InterruptAlreadyResolvedError,
+    NothingToResumeError,
+    RunCancelledError,
+    RunControl,
+    RunDeadlineExceededError,
+    ThreadBusyError,
+    acancel_run,
+    cancel_run,
+    with_run_control,
+)
 from middleware_kit.structured_output import (
     MultipleStructuredOutputsError,
     StructuredOutputError,
@@ -146,6 +158,7 @@ __all__ = [
     "HostExecutionPolicy",
     "HumanInTheLoopMiddleware",
     "InputAgentState",
+    "InterruptAlreadyResolvedError",
     "InterruptInFusedNodeWarning",
     "InterruptOnConfig",
     "InvalidJumpError",
@@ -157,6 +170,7 @@ __all__ = [
     "MiddlewareConfigError",
     "MiddlewareError",
     "MiddlewarePlan",
+    "ModelCallFlow",
     "ModelCallLimitExceededError",
     "ModelCallLimitMiddleware",
     "ModelCallLimitState",
@@ -171,6 +185,7 @@ __all__ = [
     "ModerationError",
     "ModerationMiddleware",
     "MultipleStructuredOutputsError",
+    "NothingToResumeError",
     "OmitFromInput",
     "OmitFromOutput",
     "OmitFromSchema",
@@ -187,14 +202,20 @@ __all__ = [
     "ProviderToolSearchMiddleware",
     "RedactionRule",
     "ResponseT",
+    "RunCancelledError",
+    "RunControl",
+    "RunDeadlineExceededError",
     "Runtime",
     "ShellToolMiddleware",
+    "Sleep",
     "StateSchemaConflictError",
     "StructuredOutputError",
     "StructuredOutputValidationError",
     "SummarizationMiddleware",
+    "ThreadBusyError",
     "TodoListMiddleware",
     "ToolApprovalRequest",
+    "ToolCallFlow",
     "ToolCallLimitExceededError",
     "ToolCallLimitMiddleware",
     "ToolCallLimitState",
@@ -209,12 +230,14 @@ __all__ = [
     "WRITE_TODOS_SYSTEM_PROMPT",
     "WRITE_TODOS_TOOL_DESCRIPTION",
     "__version__",
+    "acancel_run",
     "after_agent",
     "after_model",
     "after_tool",
     "before_agent",
     "before_model",
     "before_tool",
+    "cancel_run",
     "create_agent",
     "detect_credit_card",
     "detect_email",
@@ -225,6 +248,7 @@ __all__ = [
     "expire_pending_approvals",
     "hook_config",
     "modify_model_request",
+    "with_run_control",
     "wrap_model_call",
     "wrap_tool_call",
     "write_todos",

@@ -13,16 +13,23 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.prebuilt import ToolNode
 from langgraph.store.base import BaseStore
 from langgraph.types import Checkpointer
+from typing_extensions import TypeVar
 
+from middleware_kit._compat import StateLike, hide_from_streams
+from middleware_kit.context import install_context_check
 from middleware_kit.errors import AgentArgumentError, MiddlewareConfigError
 from middleware_kit.graph import build_graph
 from middleware_kit.middleware import AgentMiddleware
+from middleware_kit.models import resolve_model
 from middleware_kit.pipeline import Pipeline, build_pipeline
 from middleware_kit.plan import MiddlewarePlan, build_plan
 from middleware_kit.schema import MergedSchema, merge_state_schemas
 from middleware_kit.structured_output import to_strategy
 
 __all__ = ["create_agent"]
+
+ContextT = TypeVar("ContextT", bound="StateLike | None", default=Any)
+"""The agent's ``context_schema``, kept on the compiled graph's type so ``invoke(context=...)`` is type-checked."""
 
 
 def _split_tools(tools: Sequence[Any] | None) -> tuple[list[BaseTool], list[dict[str, Any]]]:
@@ -79,21 +86,21 @@ def _check_interrupt_nodes(nodes: list[str], before: list[str] | None, after: li
 
 
 def create_agent(
-    model: BaseChatModel,
+    model: str | BaseChatModel,
     tools: Sequence[BaseTool | Callable[..., Any] | dict[str, Any]] | None = None,
     *,
     system_prompt: str | SystemMessage | None = None,
     middleware: Sequence[AgentMiddleware[Any, Any]] = (),
     response_format: Any = None,
     state_schema: type[Any] | None = None,
-    context_schema: type[Any] | None = None,
+    context_schema: type[ContextT] | None = None,
     checkpointer: Checkpointer = None,
     store: BaseStore | None = None,
     interrupt_before: list[str] | None = None,
     interrupt_after: list[str] | None = None,
     debug: bool = False,
     name: str | None = None,
-) -> CompiledStateGraph[Any, Any, Any, Any]:
+) -> CompiledStateGraph[Any, ContextT, Any, Any]:
     """Build an agent: a compiled LangGraph graph running ``model`` and ``tools`` through ``middleware``.
 
     The first middleware in the list is the outermost layer of the onion. Everything is validated and composed
@@ -101,7 +108,8 @@ def create_agent(
     ``middleware_plan`` (print it to see the order of every hook).
 
     Args:
-        model: A ``BaseChatModel`` instance.
+        model: A ``BaseChatModel`` instance, or a model string (``"openai:gpt-4o"``, ``"gpt-4o"``) resolved through
+            its provider package by :func:`middleware_kit.models.resolve_model` (no ``langchain`` dependency).
         tools: Tools the model may call (``BaseTool``s, functions, or provider tool dicts).
         system_prompt: Sent first on every model call, never stored in state.
         middleware: ``AgentMiddleware`` instances, outermost first.
@@ -115,7 +123,7 @@ def create_agent(
         checkpointer, store, interrupt_before, interrupt_after, debug, name: passed to LangGraph's ``compile``.
     """
     if isinstance(model, str):
-        raise AgentArgumentError.model_name_given(model)
+        model = resolve_model(model)  # "openai:gpt-4o", "gpt-4o": through the provider package, as init_chat_model
     if not isinstance(model, BaseChatModel):
         raise AgentArgumentError.not_a_chat_model(model)
     client_tools, provider_tools = _split_tools(tools)
@@ -148,8 +156,11 @@ def create_agent(
         debug=debug,
         name=name,
     )
+    # private state (PrivateStateAttr/OmitFromOutput) never reaches a stream; decided once, free per call
+    hide_from_streams(compiled, compiled.output_channels)
     if guards:
         guards.install(compiled)
+    install_context_check(compiled)
     plan: MiddlewarePlan = build_plan(
         name or "LangGraph",
         pipeline,
@@ -160,3 +171,4 @@ def create_agent(
     )
     compiled.middleware_plan = plan  # type: ignore[attr-defined]
     return compiled
+

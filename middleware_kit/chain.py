@@ -32,6 +32,7 @@ from middleware_kit.errors import HookReturnError
 from middleware_kit.flow import drive_async, drive_sync
 from middleware_kit.hooks import HookMode
 from middleware_kit.types import ExtendedModelResponse, ModelRequest, ModelResponse, ToolCallRequest
+from middleware_kit.validation import check_model_request, check_model_response, check_tool_result
 
 __all__ = [
     "CallState",
@@ -63,6 +64,13 @@ class CallState:
 
 
 _CALL: ContextVar[CallState | None] = ContextVar("middleware_kit_call", default=None)
+
+
+def _forget_commands(state: CallState, depth: int) -> None:
+    """Drop the ``ExtendedModelResponse`` commands recorded at ``depth`` and deeper: a new call of the layer at
+    ``depth``, or its failure, voids them (only the last successful call of each layer counts)."""
+    for stale in [d for d in state.commands if d >= depth]:
+        del state.commands[stale]
 
 
 def _note_bubble(exc: GraphBubbleUp) -> None:
@@ -192,8 +200,28 @@ def _as_async(handler: SyncHandler) -> AsyncHandler:
 
 
 # -- model chain -------------------------------------------------------------------------------------------------
+_UNSUPPORTED_COMMAND = (
+    ("goto", "Command goto is not yet supported in wrap_model_call middleware. Use the jump_to state field with "
+             "before_model/after_model hooks instead."),
+    ("resume", "Command resume is not yet supported in wrap_model_call middleware."),
+    ("graph", "Command graph is not yet supported in wrap_model_call middleware."),
+)
+"""LangChain 1.5's sentences for the Command fields a ``wrap_model_call`` may not set, in the order it checks them."""
+
+
+def _refuse_routing(command: Command[Any], owner: str) -> None:
+    for name, sentence in _UNSUPPORTED_COMMAND:
+        value = getattr(command, name)
+        if value if name == "goto" else value is not None:  # goto's default is (), the others' None
+            raise NotImplementedError(
+                f"{sentence} {owner}.wrap_model_call returned an ExtendedModelResponse whose Command sets {name}; "
+                f"only Command(update=...) is supported there. Route with jump_to from a node hook."
+            )
+
+
 def _model_response(value: object, owner: str, depth: int) -> ModelResponse[Any]:
     """Normalize what a ``wrap_model_call`` returned; outer layers always receive a plain ``ModelResponse``."""
+    check_model_response(value, owner)
     if isinstance(value, ModelResponse):
         return value
     if isinstance(value, AIMessage):
@@ -201,11 +229,7 @@ def _model_response(value: object, owner: str, depth: int) -> ModelResponse[Any]
     if isinstance(value, ExtendedModelResponse):
         command = value.command
         if command is not None:
-            if command.goto or command.resume is not None or command.graph is not None:
-                raise NotImplementedError(
-                    f"{owner}.wrap_model_call returned an ExtendedModelResponse whose Command sets goto, resume or "
-                    f"graph; only Command(update=...) is supported there. Route with jump_to from a node hook."
-                )
+            _refuse_routing(command, owner)
             state = _CALL.get()
             if state is not None:
                 state.commands[depth] = command
@@ -239,17 +263,28 @@ def _body_layer(
 
 
 def _flow_layer(
-    owner: str, hook: str, flow_fn: Callable[..., Any], request_type: type, normalize: Callable[[object, int], Any]
+    owner: str,
+    hook: str,
+    flow_fn: Callable[..., Any],
+    request_type: type,
+    normalize: Callable[[object, int, Any], Any],
 ) -> Layer[Any, Any]:
     """A flow ``wrap_*_call`` (a generator) as a layer: the same generator under the sync and the async driver."""
+    tracks_commands = hook == "wrap_model_call"  # only model layers record ExtendedModelResponse commands
 
     def build_sync(nxt: SyncHandler, depth: int) -> SyncHandler:
         def layer(request: Any) -> Any:
             __tracebackhide__ = True
+            if tracks_commands and (call := _CALL.get()) is not None and call.commands:
+                _forget_commands(call, depth)
             try:
-                return normalize(drive_sync(flow_fn(request), nxt, request_type, owner, hook), depth)
+                return normalize(drive_sync(flow_fn(request), nxt, request_type, owner, hook), depth, request)
             except GraphBubbleUp as exc:
                 _note_bubble(exc)
+                raise
+            except BaseException:
+                if (call := _CALL.get()) is not None:
+                    _forget_commands(call, depth)
                 raise
 
         return layer
@@ -257,10 +292,17 @@ def _flow_layer(
     def build_async(nxt: AsyncHandler, depth: int) -> AsyncHandler:
         async def alayer(request: Any) -> Any:
             __tracebackhide__ = True
+            if tracks_commands and (call := _CALL.get()) is not None and call.commands:
+                _forget_commands(call, depth)
             try:
-                return normalize(await drive_async(flow_fn(request), nxt, request_type, owner, hook), depth)
+                result = await drive_async(flow_fn(request), nxt, request_type, owner, hook)
+                return normalize(result, depth, request)
             except GraphBubbleUp as exc:
                 _note_bubble(exc)
+                raise
+            except BaseException:
+                if (call := _CALL.get()) is not None:
+                    _forget_commands(call, depth)
                 raise
 
         return alayer
@@ -273,29 +315,34 @@ def _wrap_layer(
     hook: str,
     sync_fn: Callable[..., Any] | None,
     async_fn: Callable[..., Any] | None,
-    fast: type,
-    normalize: Callable[[object, int], Any],
+    normalize: Callable[[object, int, Any], Any],
 ) -> Layer[Any, Any]:
-    """A classic ``wrap_*_call`` (``fn(request, handler)``) as a layer. ``fast`` is the usual return type (passed
-    through untouched); anything else goes through ``normalize`` (which converts or raises ``HookReturnError``).
+    """A classic ``wrap_*_call`` (``fn(request, handler)``) as a layer. What it returns goes through
+    ``normalize(value, depth, request)``: a ``type()`` fast path for the usual value, else it converts, validates to
+    the element (:mod:`middleware_kit.validation`) or raises ``HookReturnError``.
 
     The hot path of every model and tool call, so it is plain closures around the hook (a generator round-trip
     per layer would cost about 2 µs per call): ``fn(request, nxt)`` in the sync chain, ``await afn(request, nxt)``
     in the async chain. An async-only hook under ``invoke`` is driven to completion on a loop.
     """
 
-    def finish(result: Any, depth: int) -> Any:
-        return result if type(result) is fast else normalize(result, depth)
+    tracks_commands = hook == "wrap_model_call"  # only model layers record ExtendedModelResponse commands
 
     def build_sync(nxt: SyncHandler, depth: int) -> SyncHandler:
         fn = sync_fn if sync_fn is not None else _driven(async_fn)
 
         def layer(request: Any) -> Any:
             __tracebackhide__ = True
+            if tracks_commands and (call := _CALL.get()) is not None and call.commands:
+                _forget_commands(call, depth)
             try:
-                return finish(fn(request, nxt), depth)
+                return normalize(fn(request, nxt), depth, request)
             except GraphBubbleUp as exc:
                 _note_bubble(exc)
+                raise
+            except BaseException:
+                if (call := _CALL.get()) is not None:
+                    _forget_commands(call, depth)
                 raise
 
         return layer
@@ -307,10 +354,16 @@ def _wrap_layer(
 
         async def alayer(request: Any) -> Any:
             __tracebackhide__ = True
+            if tracks_commands and (call := _CALL.get()) is not None and call.commands:
+                _forget_commands(call, depth)
             try:
-                return finish(await afn(request, nxt), depth)
+                return normalize(await afn(request, nxt), depth, request)
             except GraphBubbleUp as exc:
                 _note_bubble(exc)
+                raise
+            except BaseException:
+                if (call := _CALL.get()) is not None:
+                    _forget_commands(call, depth)
                 raise
 
         return alayer
@@ -338,13 +391,17 @@ def wrap_model_layer(
 ) -> Layer[ModelRequest[Any], ModelResponse[Any]]:
     """A ``wrap_model_call`` (sync, async, both, or a flow) as a layer."""
 
-    def normalize(value: object, depth: int) -> ModelResponse[Any]:
+    def normalize(value: object, depth: int, request: Any) -> ModelResponse[Any]:
+        if type(value) is ModelResponse:  # the usual case, checked inline: one AIMessage
+            result = value.result
+            if type(result) is list and len(result) == 1 and type(result[0]) is AIMessage:
+                return value
         return _model_response(value, owner, depth)
 
     if (mode or HookMode.of(sync_fn, async_fn, "wrap_model")) is HookMode.FLOW:
         assert sync_fn is not None
         return _flow_layer(owner, "wrap_model_call", sync_fn, ModelRequest, normalize)
-    return _wrap_layer(owner, "wrap_model_call", sync_fn, async_fn, ModelResponse, normalize)
+    return _wrap_layer(owner, "wrap_model_call", sync_fn, async_fn, normalize)
 
 
 def model_request_layer(
@@ -358,14 +415,16 @@ def model_request_layer(
         changed = yield hook.with_args(request, request.state)
         if not isinstance(changed, ModelRequest):
             raise HookReturnError.for_request_hook(owner, "modify_model_request", changed)
+        check_model_request(changed, request, owner, "modify_model_request")
         return (yield Step(nxt, nxt, changed))
 
     return _body_layer(owner, "modify_model_request", _mode(sync_fn, async_fn), body)
 
 
 # -- tool chain --------------------------------------------------------------------------------------------------
-def _tool_result(value: object, owner: str, hook: str) -> ToolMessage | Command[Any]:
+def _tool_result(value: object, owner: str, hook: str, request: ToolCallRequest) -> ToolMessage | Command[Any]:
     if isinstance(value, (ToolMessage, Command)):
+        check_tool_result(value, request, owner, hook)
         return value
     raise HookReturnError.for_wrap_hook(owner, hook, value, "a ToolMessage or a Command")
 
@@ -378,13 +437,15 @@ def wrap_tool_layer(
 ) -> Layer[ToolCallRequest, ToolMessage | Command[Any]]:
     """A ``wrap_tool_call`` (sync, async, both, or a flow) as a layer."""
 
-    def normalize(value: object, depth: int) -> ToolMessage | Command[Any]:
-        return _tool_result(value, owner, "wrap_tool_call")
+    def normalize(value: object, depth: int, request: Any) -> ToolMessage | Command[Any]:
+        if type(value) is ToolMessage and value.tool_call_id == request.tool_call["id"]:  # the usual case
+            return value
+        return _tool_result(value, owner, "wrap_tool_call", request)
 
     if (mode or HookMode.of(sync_fn, async_fn, "wrap_tool")) is HookMode.FLOW:
         assert sync_fn is not None
         return _flow_layer(owner, "wrap_tool_call", sync_fn, ToolCallRequest, normalize)
-    return _wrap_layer(owner, "wrap_tool_call", sync_fn, async_fn, ToolMessage, normalize)
+    return _wrap_layer(owner, "wrap_tool_call", sync_fn, async_fn, normalize)
 
 
 def _before_result(value: object, owner: str) -> ToolCallRequest | ToolMessage | None:
@@ -421,12 +482,16 @@ def tool_hooks_layer(
         if before_hook is not None:
             changed = _before_result((yield before_hook.with_args(request)), owner)
             if isinstance(changed, ToolMessage):
+                check_tool_result(changed, request, owner, "before_tool")
                 return changed
             request = changed if changed is not None else request
         result = yield Step(nxt, nxt, request)
         if after_hook is None:
             return result
-        return _after_result((yield after_hook.with_args(request, result)), owner, result)
+        changed_result = _after_result((yield after_hook.with_args(request, result)), owner, result)
+        if changed_result is not result:
+            check_tool_result(changed_result, request, owner, "after_tool")
+        return changed_result
 
     hooks = "+".join(h for h, fns in (("before_tool", before), ("after_tool", after)) if any(fns))
     modes = {_mode(*fns) for fns in (before, after) if any(fns)}

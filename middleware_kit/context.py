@@ -4,7 +4,8 @@ Before any hook runs and before LangGraph writes anything to the thread, ``conte
 wrong type, with an unknown field or without a required one, it raises one error class,
 :class:`~middleware_kit.errors_fail_fast.ContextError`, naming the schema and the field, with the fix. A dict is still
 coerced to a dataclass or pydantic schema (as LangGraph does); a run without context gets the schema's defaults when
-every field has one. An instance of the schema passes with one ``type()`` comparison.
+every field has one; a resume (``Command`` input) may come without context. An instance of the schema passes with one
+``type()`` comparison.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any, is_typeddict
 
+from langgraph.types import Command
 from pydantic import BaseModel, ValidationError
 
 from middleware_kit.errors_fail_fast import ContextError
@@ -120,6 +122,14 @@ def _class(
 _CHECKED: dict[type, type] = {}
 
 
+def _checked(schema: type[Any] | None, input: Any, context: Any) -> Any:
+    """A resume (``Command`` input) may come without context, as a reviewer's handler that never saw it would send
+    it (LangGraph does not keep the context in the checkpoint); a context that is given is checked all the same."""
+    if context is None and isinstance(input, Command):
+        return None
+    return check_context(schema, context)
+
+
 def install_context_check(compiled: Any) -> None:
     """Check ``context=`` on every entry point of ``compiled`` (``invoke``/``ainvoke`` go through ``stream``/
     ``astream``) against its ``context_schema``. Swaps the class (once per base class, as the message guards do), so
@@ -138,11 +148,11 @@ def _checked_class(base: type) -> type:
     class ContextChecked(base):  # type: ignore[misc]
         def stream(self, input: Any, config: Any = None, *, context: Any = None, **kwargs: Any) -> Any:
             __tracebackhide__ = True
-            return super().stream(input, config, context=check_context(self.context_schema, context), **kwargs)
+            return super().stream(input, config, context=_checked(self.context_schema, input, context), **kwargs)
 
         def astream(self, input: Any, config: Any = None, *, context: Any = None, **kwargs: Any) -> Any:
             __tracebackhide__ = True
-            return super().astream(input, config, context=check_context(self.context_schema, context), **kwargs)
+            return super().astream(input, config, context=_checked(self.context_schema, input, context), **kwargs)
 
     ContextChecked.__name__ = ContextChecked.__qualname__ = base.__name__
     _CHECKED[base] = ContextChecked

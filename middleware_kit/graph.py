@@ -28,13 +28,13 @@ from langgraph.constants import END, START
 from langgraph.graph import StateGraph
 from langgraph.runtime import Runtime
 
-from middleware_kit._compat import node_runnable
+from middleware_kit._compat import node_runnable, with_private
 from middleware_kit.chain import call_flow, compose
 from middleware_kit.drive import Flow, run_async, run_sync
 from middleware_kit.guards import Guards
 from middleware_kit.layout import TOOLS_NODE, NodeSpec, lay_out
 from middleware_kit.model_call import ModelCall, model_writes, prepared
-from middleware_kit.phases import ModelStep, NodeResult, NodeRunner, StateSemantics
+from middleware_kit.phases import ModelStep, NodeResult, NodeRunner, NodeStep, StateSemantics
 from middleware_kit.pipeline import Pipeline
 from middleware_kit.routing import Router, with_goto
 from middleware_kit.schema import MergedSchema
@@ -123,6 +123,9 @@ def _add_node(
     jumps = frozenset(j for step in runner.steps for j in step.can_jump_to)
     command_mode = bool(jumps) or node.next is None
     output = runner.semantics.output
+    # An after_agent hook may only jump to "end": past the loop that is END itself (the rest of the after_agent hooks
+    # are skipped, as in LangChain), not the layout's end entry, which is the first after_agent node.
+    past_loop = any(isinstance(step, NodeStep) and step.hook == "after_agent" for step in runner.steps)
 
     def finish(result: NodeResult, runtime: Runtime[Any]) -> Any:
         __tracebackhide__ = True
@@ -131,7 +134,7 @@ def _add_node(
         writes, closing = result.writes, list[Any]()
         goto: Any = node.next
         if result.jump is not None:
-            goto, closing = router.jump(result.jump, result.view)
+            goto, closing = (END, []) if past_loop else router.jump(result.jump, result.view)
         elif goto is None:
             goto, closing = router.after_model(result.tail if result.tail is not None else result.view["messages"])
         if closing:
@@ -140,17 +143,17 @@ def _add_node(
 
     def run(state: Any, runtime: Runtime[Any]) -> Any:
         __tracebackhide__ = True
-        return finish(runner.run(state, runtime), runtime)
+        return finish(runner.run(with_private(state), runtime), runtime)
 
     async def arun(state: Any, runtime: Runtime[Any]) -> Any:
         __tracebackhide__ = True
-        return finish(await runner.arun(state, runtime), runtime)
+        return finish(await runner.arun(with_private(state), runtime), runtime)
 
     if not command_mode:
         builder.add_node(node.name, node_runnable(run, arun, node.name))
         builder.add_edge(node.name, node.next or END)
         return
-    destinations = router.destinations(node.next, jumps)
+    destinations = tuple(sorted({node.next or END, END})) if past_loop else router.destinations(node.next, jumps)
     builder.add_node(node.name, node_runnable(run, arun, node.name), destinations=destinations)
 
 

@@ -38,6 +38,7 @@ __all__ = [
     "HookMode",
     "HookSpec",
     "JUMP_TARGETS",
+    "jump_target",
     "MessageGuard",
     "ModelRequestHook",
     "NodeHook",
@@ -49,6 +50,12 @@ HookKind = Literal["node", "model_request", "wrap_model", "wrap_tool", "before_t
 
 JUMP_TARGETS: tuple[str, ...] = ("model", "tools", "end")
 """Every place a node hook may jump to (each :class:`HookSpec` says which of them it may use)."""
+
+
+def jump_target(name: Any) -> Any:
+    """A jump target as the engine names it: LangGraph's ``END`` (``"__end__"``), which LangChain write-ups use, is
+    an alias of ``"end"``; anything else is returned as is (and validated by the caller)."""
+    return "end" if name == "__end__" else name
 
 FLOW_KINDS: frozenset[HookKind] = frozenset({"wrap_model", "wrap_tool"})
 """The kinds of hook that may be written as a flow (a generator: see :mod:`middleware_kit.flow`)."""
@@ -186,7 +193,7 @@ HOOKS: Mapping[str, HookSpec] = MappingProxyType(
                 "after_agent",
                 "node",
                 "reverse",
-                frozenset(),
+                frozenset({"end"}),
                 "None or a dict of state updates",
                 "Once, at the end of the invocation (also after jump_to='end'), in reverse order.",
             ),

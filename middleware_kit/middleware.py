@@ -29,6 +29,7 @@ from middleware_kit.hooks import (
     ModelHandler,
     ToolHandler,
     ToolResult,
+    jump_target,
 )
 from middleware_kit.types import (
     AgentState,
@@ -51,8 +52,9 @@ class AgentMiddleware(Generic[StateT, MiddlewareContextT]):
 
     state_schema: type[Any] = AgentState
     """A TypedDict extending ``AgentState`` with this middleware's own state keys."""
-    tools: Sequence[BaseTool] = ()
-    """Tools this middleware adds to the agent (offered to the model and executed by the tool node)."""
+    tools: Sequence[BaseTool] = []
+    """Tools this middleware adds to the agent (offered to the model and executed by the tool node). A list, as in
+    LangChain; set your own (``tools = [my_tool]``) rather than appending to the shared default."""
 
     _hook_config: ClassVar[dict[str, dict[str, Any]]] = {}
     """Per-hook ``can_jump_to``/``may_interrupt`` set by the decorators (``hook_config`` sets them on functions)."""
@@ -234,7 +236,7 @@ def defined_hooks(mw: AgentMiddleware[Any, Any]) -> dict[str, HookImpl]:
             if fn is None:
                 continue
             cfg = _config(mw, method, fn)
-            jumps.update(cfg.get("can_jump_to") or ())
+            jumps.update(str(jump_target(j)) for j in cfg.get("can_jump_to") or ())
             may_interrupt = may_interrupt or bool(cfg.get("may_interrupt"))
         found[spec.name] = HookImpl(mw.name, spec.name, sync_fn, async_fn, frozenset(jumps), may_interrupt)
     return found

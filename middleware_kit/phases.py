@@ -10,6 +10,7 @@ never re-runs its neighbours (or the model).
 
 from __future__ import annotations
 
+import operator
 import warnings
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -17,15 +18,17 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage, RemoveMessage
 from langgraph.channels.base import BaseChannel
+from langgraph.channels.binop import BinaryOperatorAggregate
 from langgraph.errors import GraphBubbleUp
 from langgraph.runtime import Runtime
-from langgraph.types import Command
+from langgraph.types import Command, Overwrite
 
 from middleware_kit._compat import is_last_value_channel
 from middleware_kit.bridge import run_coroutine_sync
 from middleware_kit.drive import Flow, Step, run_async, run_sync
 from middleware_kit.errors import HookReturnError, InvalidJumpError, UnknownStateKeyError
-from middleware_kit.hooks import JUMP_TARGETS
+from middleware_kit.hooks import JUMP_TARGETS, jump_target
+from middleware_kit.validation import check_state_update
 
 __all__ = [
     "InterruptInFusedNodeWarning",
@@ -62,6 +65,9 @@ class StateSemantics:
         self._last_value = frozenset(
             k for k, ch in channels.items() if is_last_value_channel(ch)
         )
+        self._addable = frozenset(
+            k for k, ch in channels.items() if isinstance(ch, BinaryOperatorAggregate) and ch.operator is operator.add
+        )
 
     def is_last_value(self, key: str) -> bool:
         """True for keys without a reducer: two writes in one step would conflict."""
@@ -76,10 +82,11 @@ class StateSemantics:
         unknown = update.keys() - self.keys
         if unknown:
             raise UnknownStateKeyError(step.owner, step.hook, unknown, self.keys)
+        check_state_update(update, step.owner, step.hook)
         if "jump_to" not in update:
             return update, None
         rest = {k: v for k, v in update.items() if k != "jump_to"}
-        target = update["jump_to"]
+        target = jump_target(update["jump_to"])
         if target is None:
             return rest, None
         if target not in JUMP_TARGETS:
@@ -114,12 +121,36 @@ class StateSemantics:
             for key in update:
                 if key in self._last_value:
                     last_writer[key] = i
-        commands: list[Command[Any]] = []
-        for i, update in enumerate(writes):
-            kept = {k: v for k, v in update.items() if k not in last_writer or last_writer[k] == i}
-            if kept:
-                commands.append(Command(update=kept))
-        return commands
+        kept_updates = [
+            kept
+            for i, update in enumerate(writes)
+            if (kept := {k: v for k, v in update.items() if k not in last_writer or last_writer[k] == i})
+        ]
+        merged = self._merge(kept_updates)
+        if merged is not None:  # one dict: the node's ``updates`` chunk is one dict, as for any node
+            return merged
+        return [Command(update=kept) for kept in kept_updates]
+
+    def _merge(self, updates: list[dict[str, Any]]) -> dict[str, Any] | None:
+        """``updates`` as one update with the same effect, or None when a key's reducer cannot combine two writes.
+
+        ``messages`` (``add_messages``: one list applies as its parts in order, removals included) and ``operator.add``
+        reducers (associative) combine; LastValue keys have one writer left (``output``).
+        """
+        merged: dict[str, Any] = {}
+        for update in updates:
+            for key, value in update.items():
+                if key not in merged:
+                    merged[key] = value
+                elif isinstance(value, Overwrite) or isinstance(merged[key], Overwrite):
+                    return None  # LangGraph's own rule applies (one Overwrite per key and step)
+                elif key == "messages":
+                    merged[key] = [*_message_list(merged[key]), *_message_list(value)]
+                elif key in self._addable:
+                    merged[key] = merged[key] + value
+                else:
+                    return None
+        return merged
 
 
 def net_messages(writes: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -20,6 +20,7 @@ from middleware_kit.guards import Guards
 from middleware_kit.hooks import HOOKS, JUMP_TARGETS, NODE_PHASES, HookMode
 from middleware_kit.middleware import AgentMiddleware, HookImpl, _implementation, defined_hooks
 from middleware_kit.phases import NodeStep, bridge_node_hook
+from middleware_kit.signatures import check_hook
 
 __all__ = ["HookImpl", "Pipeline", "build_pipeline", "defined_hooks"]
 
@@ -163,9 +164,12 @@ def build_pipeline(
     for per_mw in hooks:
         for impl in per_mw.values():
             _check_jumps(impl, has_tools or not validate_jumps)
+            check_hook(impl.owner, impl.hook, impl.sync, impl.async_)
 
     model_layers, tool_layers = _chain_layers(mws, hooks)
     guards = Guards(tuple((mw.name, fn) for mw in mws if (fn := _implementation(mw, "guard_messages")) is not None))
+    for owner, guard in guards.guards:
+        check_hook(owner, "guard_messages", guard, None)
     return Pipeline(
         guards=guards,
         middleware=mws,

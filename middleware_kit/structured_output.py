@@ -73,6 +73,8 @@ class StructuredOutputError(MiddlewareError, LangChainException):
             hook="response_format",
         )
         self.ai_message = ai_message
+        self.reason = message
+        """LangChain's sentence alone, without the developer's fix: what the model reads when it may retry."""
 
 
 class StructuredOutputValidationError(StructuredOutputError):
@@ -220,18 +222,23 @@ class ToolStrategy(Generic[SchemaT]):
         """The message for the model, or None when ``exc`` must be raised (``handle_errors`` decides)."""
         handle = self.handle_errors
         if handle is True:
-            return STRUCTURED_OUTPUT_ERROR_TEMPLATE.format(error=str(exc))
+            return STRUCTURED_OUTPUT_ERROR_TEMPLATE.format(error=_for_model(exc))
         if handle is False or handle is None:
             return None
         if isinstance(handle, str):
             return handle
         if isinstance(handle, type) and issubclass(handle, BaseException):
-            return STRUCTURED_OUTPUT_ERROR_TEMPLATE.format(error=str(exc)) if isinstance(exc, handle) else None
+            return STRUCTURED_OUTPUT_ERROR_TEMPLATE.format(error=_for_model(exc)) if isinstance(exc, handle) else None
         if isinstance(handle, tuple):
-            return STRUCTURED_OUTPUT_ERROR_TEMPLATE.format(error=str(exc)) if isinstance(exc, handle) else None
+            return STRUCTURED_OUTPUT_ERROR_TEMPLATE.format(error=_for_model(exc)) if isinstance(exc, handle) else None
         if callable(handle):
             return str(handle(exc))
         return None
+
+
+def _for_model(exc: Exception) -> str:
+    """The error as the model reads it: LangChain's sentence for ours (no developer advice), ``str`` for others."""
+    return exc.reason if isinstance(exc, StructuredOutputError) else str(exc)
 
 
 def to_strategy(response_format: Any) -> ToolStrategy[Any] | None:

@@ -19,11 +19,12 @@ from langgraph.prebuilt import ToolNode
 from langgraph.prebuilt.tool_node import ToolCallRequest as LangGraphToolCallRequest
 from langgraph.runtime import Runtime
 
-from middleware_kit._compat import tool_node_one_call
+from middleware_kit._compat import tool_node_one_call, with_private
 from middleware_kit.chain import Layer, _note_bubble, call_flow, compose
 from middleware_kit.drive import Flow, Step, run_async, run_sync
 from middleware_kit.guards import Guards
 from middleware_kit.types import ToolCallRequest
+from middleware_kit.validation import note_tool_failure
 
 __all__ = ["AgentToolNode", "tool_node"]
 
@@ -116,6 +117,26 @@ class AgentToolNode(ToolNode):
     ) -> None:
         super().__init__(list(tools), wrap_tool_call=wrap_tool_call, awrap_tool_call=awrap_tool_call)
         self._guards = guards
+
+    def _run_one(self, call: Any, input_type: Any, tool_runtime: Any) -> Any:
+        __tracebackhide__ = True
+        try:
+            return super()._run_one(call, input_type, tool_runtime)
+        except Exception as exc:  # the caller learns the tool, the call id and the middleware that handles it
+            note_tool_failure(exc, call)
+            raise
+
+    async def _arun_one(self, call: Any, input_type: Any, tool_runtime: Any) -> Any:
+        __tracebackhide__ = True
+        try:
+            return await super()._arun_one(call, input_type, tool_runtime)
+        except Exception as exc:
+            note_tool_failure(exc, call)
+            raise
+
+    def _extract_state(self, input: Any, config: RunnableConfig) -> Any:
+        # the state tools see (``ToolRuntime.state``, ``InjectedState``) includes the private keys the streams hide
+        return with_private(super()._extract_state(input, config))
 
     def _func(self, input: Any, config: RunnableConfig, runtime: Runtime[Any]) -> Any:
         __tracebackhide__ = True

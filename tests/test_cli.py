@@ -42,5 +42,5 @@ def test_plan_errors_say_what_is_wrong(tmp_path: Path) -> None:
 def test_demo_subcommand(tmp_path: Path) -> None:
     out = run_cli("demo", "--yes", cwd=tmp_path)
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "checks: OK (13 events in the predicted order" in out.stdout
+    assert "checks: OK (11 events in the predicted order" in out.stdout
     assert (tmp_path / "demo-state.sqlite").is_file(), "the run is saved in ./demo-state.sqlite by default"

@@ -2,9 +2,10 @@
 
 It works around the model call (``wrap_model_call``), where the request it measures is the one the model will get:
 its messages, the system prompt and the bound tools' schemas all count. When the trigger fires it asks the
-summarizer for a summary of the older messages, sends the model ``[summary, *kept]``, and stores the same history in
-state (``RemoveMessage(REMOVE_ALL_MESSAGES)``, the summary, the kept messages, then the model's answer) through an
-``ExtendedModelResponse``, in the same step: if the summarizer (or the model) fails, nothing is written.
+summarizer for a summary of the older messages, sends the model ``[summary, *kept]``, and stores that history in
+state (``RemoveMessage(REMOVE_ALL_MESSAGES)``, the summary, the kept messages as state holds them, then the model's
+answer) through an ``ExtendedModelResponse``, in the same step: if the summarizer (or the model) fails, nothing is
+written.
 
 Beyond LangChain v1: a default trigger that fires (``DEFAULT_TRIGGER``), exact offline tiktoken counting with a
 per-message memo (:mod:`middleware_kit.middlewares._tokens`), cuts that never orphan a tool call and never drop the
@@ -565,7 +566,8 @@ class SummarizationMiddleware(FrozenConfig, AgentMiddleware):
             "event": "summarization_finished", "middleware": self.name, "tokens_before": plan.tokens_before,
             "tokens_after": after, "messages_after": len(messages),
         })
-        return request.override(messages=tuple(messages)), [RemoveMessage(id=REMOVE_ALL_MESSAGES), *messages]
+        stored = [summary, *_as_stored(plan.kept, request.state)]
+        return request.override(messages=tuple(messages)), [RemoveMessage(id=REMOVE_ALL_MESSAGES), *stored]
 
     @staticmethod
     def _respond(response: ModelResponse[Any], history: list[Any]) -> ExtendedModelResponse[Any]:
@@ -604,6 +606,15 @@ class SummarizationMiddleware(FrozenConfig, AgentMiddleware):
                 return self._respond((yield Step(handler, handler, new_request)), history)
         response: ModelResponse[Any] = yield Step(handler, handler, request)
         return response
+
+
+def _as_stored(kept: Sequence[AnyMessage], state: Any) -> list[AnyMessage]:
+    """The kept messages as state holds them (matched by id): the model gets the request's copies, but what outer
+    layers changed only for this call (a PII vault stripped, a tool result cleared) must not be written back to the
+    thread. A message state does not hold (or without an id) is written as the request has it."""
+    held = state.get("messages") if isinstance(state, Mapping) else None
+    by_id = {m.id: m for m in held or () if getattr(m, "id", None) is not None}
+    return [by_id.get(m.id, m) if m.id is not None else m for m in kept]
 
 
 def _schema(tool: Any) -> Any:

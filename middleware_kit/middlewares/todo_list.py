@@ -178,7 +178,7 @@ class TodoListMiddleware(FrozenConfig, AgentMiddleware[PlanningState]):
         self.system_prompt = system_prompt
         self.tool_description = tool_description
         default = tool_description == WRITE_TODOS_TOOL_DESCRIPTION
-        self.tools = (write_todos if default else _make_tool(tool_description),)
+        self.tools = [write_todos if default else _make_tool(tool_description)]
 
     # -- the prompt -------------------------------------------------------------------------------------------
     def _with_prompt(self, request: ModelRequest[Any]) -> ModelRequest[Any]:

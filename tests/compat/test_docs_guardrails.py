@@ -16,7 +16,6 @@ from langgraph.types import Command
 from middleware_kit import (
     AgentMiddleware,
     AgentState,
-    MiddlewareConfigError,
     after_agent,
     before_agent,
     create_agent,
@@ -201,9 +200,6 @@ def _safety_guardrail_decorated() -> Any:
     return safety_guardrail
 
 
-@pytest.mark.xfail(strict=True, raises=MiddlewareConfigError, reason="engine: pipeline.py must accept "
-                   "can_jump_to=['end'] declared on an after_agent hook (LangChain allows it; the jump ends the run, "
-                   "which is where after_agent already is) instead of refusing it at build time")
 @pytest.mark.parametrize("style", ["class", "decorator"])
 def test_after_agent_guardrail(run: Runner, style: str) -> None:
     guard = SafetyGuardrailMiddleware() if style == "class" else _safety_guardrail_decorated()
@@ -215,7 +211,7 @@ def test_after_agent_guardrail(run: Runner, style: str) -> None:
 
 # -- Combine multiple guardrails ---------------------------------------------------------------------------------
 def test_combined_guardrails_without_the_after_agent_layer(run: Runner) -> None:
-    # Layers 1-3 of the page's stack (layer 4, SafetyGuardrailMiddleware, is the xfail above). The page lists two
+    # Layers 1-3 of the page's stack (layer 4, SafetyGuardrailMiddleware, is tested above). The page lists two
     # PIIMiddleware("email") instances; both LangChain and middleware_kit name them "PIIMiddleware[email]" and refuse
     # the duplicate, so one is kept here.
     model = ScriptedChatModel(["never"])
@@ -234,8 +230,6 @@ def test_combined_guardrails_without_the_after_agent_layer(run: Runner) -> None:
     assert result["messages"][-1].content == BLOCKED and model.call_count == 0
 
 
-@pytest.mark.xfail(strict=True, raises=MiddlewareConfigError, reason="engine: pipeline.py must accept "
-                   "can_jump_to on after_agent (SafetyGuardrailMiddleware, layer 4 of the page's stack)")
 def test_combined_guardrails_as_on_the_page() -> None:
     create_agent(
         ScriptedChatModel(["ok"]),

@@ -8,13 +8,15 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from langchain_core.messages import HumanMessage
+from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.constants import END
 from langgraph.types import Command
 
 from middleware_kit import (
     ExtendedModelResponse,
-    MiddlewareConfigError,
+    after_agent,
     before_model,
     create_agent,
     wrap_model_call,
@@ -34,11 +36,6 @@ def _commanding(**command: Any) -> Any:
     return commanding
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="engine: chain.py must raise NotImplementedError whose "
-                   "message starts with LangChain's sentences: 'Command goto is not yet supported in wrap_model_call "
-                   "middleware. Use the jump_to state field with before_model/after_model hooks instead.', 'Command "
-                   "resume is not yet supported in wrap_model_call middleware.', 'Command graph is not yet supported "
-                   "in wrap_model_call middleware.' (one per field set), then our hint naming the middleware")
 @pytest.mark.parametrize(
     ("command", "sentence"),
     [
@@ -56,9 +53,6 @@ def test_command_routing_from_wrap_model_call_is_refused_with_langchains_message
     assert str(err.value).startswith(sentence)
 
 
-@pytest.mark.xfail(strict=True, raises=MiddlewareConfigError, reason="engine: pipeline.py/graph.py must accept "
-                   "'__end__' (langgraph.graph.END) as an alias of 'end' in can_jump_to and jump_to, as LangChain "
-                   "write-ups use it, instead of refusing it at build time")
 def test_end_constant_as_a_jump_target(run: Runner) -> None:
     @before_model(can_jump_to=["__end__"])
     def stop(state: Any, runtime: Any) -> dict[str, Any]:
@@ -67,6 +61,27 @@ def test_end_constant_as_a_jump_target(run: Runner) -> None:
     model = ScriptedChatModel(["never"])
     run(create_agent(model, middleware=[stop]), HI)
     assert model.call_count == 0
+
+
+def test_after_agent_jump_to_end_skips_the_remaining_after_agent_hooks(run: Runner) -> None:
+    # LangChain 1.5: after_agent may declare can_jump_to=["end"]; the jump ends the run there (the outer after_agent
+    # hooks, which run later in reverse order, are skipped), and the thread stays usable.
+    ran: list[str] = []
+
+    @after_agent
+    def outer(state: Any, runtime: Any) -> None:
+        ran.append("outer")
+
+    @after_agent(can_jump_to=[END])
+    def inner(state: Any, runtime: Any) -> dict[str, Any]:
+        ran.append("inner")
+        return {"messages": [AIMessage("stopped")], "jump_to": "end"}
+
+    agent = create_agent(ScriptedChatModel(["a", "b"]), middleware=[outer, inner], checkpointer=InMemorySaver())
+    config: Any = {"configurable": {"thread_id": "t"}}
+    for turn in (1, 2):
+        result = run(agent, HI, config=config)
+        assert result["messages"][-1].content == "stopped" and ran == ["inner"] * turn
 
 
 @tool

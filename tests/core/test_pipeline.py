@@ -75,10 +75,13 @@ def test_middleware_tools_must_be_base_tools() -> None:
         create_agent(ScriptedChatModel([]), middleware=[Bad()])
 
 
-def test_model_must_be_a_chat_model_instance() -> None:
+def test_model_must_be_a_chat_model_instance_or_a_model_string() -> None:
     with pytest.raises(TypeError, match="chat model instance") as err:
-        create_agent("openai:gpt-4o")  # type: ignore[arg-type]
+        create_agent(3)  # type: ignore[arg-type]
     assert (err.value.middleware, err.value.hook) == ("create_agent", "model")  # type: ignore[attr-defined]
+    # A model string is resolved through its provider package; without the package the error names it.
+    with pytest.raises(MiddlewareConfigError, match="pip install -U langchain-openai"):
+        create_agent("openai:gpt-4o")
     with pytest.raises(TypeError, match="system_prompt"):
         create_agent(ScriptedChatModel([]), system_prompt=3)  # type: ignore[arg-type]
 

@@ -16,7 +16,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.types import Command
+from langgraph.types import Command, interrupt
 
 from middleware_kit import AgentState, create_agent
 from middleware_kit import decorators as deco
@@ -95,6 +95,23 @@ def test_bad_context_fails_before_any_hook_and_writes_nothing(
     assert agent.get_state(config).values == {}  # not even the input was checkpointed
     result = run(agent, q(), config=config, context={"user_id": "u"})
     assert seen == [Ctx("u")]  # dict coercion stays
+    assert [m.content for m in result["messages"]] == ["q", "ok"]
+
+
+def test_a_resume_may_come_without_context_but_a_given_one_is_checked(run: Runner) -> None:
+    @deco.before_model
+    def ask(state: Any, runtime: Any) -> None:
+        if len(state["messages"]) == 1:
+            interrupt("review")
+
+    agent = create_agent(
+        ScriptedChatModel(["ok"], cycle=True), middleware=[ask], context_schema=Ctx, checkpointer=InMemorySaver()
+    )
+    config = thread()
+    run(agent, q(), config=config, context=Ctx("u"))
+    with pytest.raises(ContextError):
+        run(agent, Command(resume="yes"), config=config, context={"userid": "u"})
+    result = run(agent, Command(resume="yes"), config=config)
     assert [m.content for m in result["messages"]] == ["q", "ok"]
 
 

@@ -74,8 +74,8 @@ def test_stream_updates_show_fused_nodes_and_the_model() -> None:
     agent = create_agent(ScriptedChatModel([AIMessage("hi")]), middleware=[a, b], name="streamer")
     chunks = list(agent.stream({"messages": [HumanMessage("q")]}, stream_mode="updates"))
     assert [next(iter(chunk)) for chunk in chunks] == ["model"]  # before_model hooks run inside the model node
-    # The node's writes, in order: the hook's update, then the model's message.
-    assert [m.content for write in chunks[0]["model"] for m in write["messages"]] == ["from a", "hi"]
+    # The node's writes as one update (issue 18), in order: the hook's message, then the model's.
+    assert [m.content for m in chunks[0]["model"]["messages"]] == ["from a", "hi"]
     assert agent.name == "streamer"
 
 

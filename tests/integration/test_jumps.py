@@ -136,13 +136,20 @@ def test_jump_to_tools_without_tools_is_refused_at_build_time() -> None:
     create_agent(ScriptedChatModel([]), [add], middleware=[to_tools])  # fine with tools
 
 
-def test_after_agent_cannot_jump() -> None:
+def test_after_agent_may_jump_only_to_end() -> None:
+    # LangChain 1.5: after_agent may declare can_jump_to=["end"] (the run ends there); nothing else.
     @after_agent(can_jump_to=["end"])
     def late(state: Any, runtime: Any) -> None:
         return None
 
-    with pytest.raises(MiddlewareConfigError, match="after_agent cannot jump"):
-        create_agent(ScriptedChatModel([]), middleware=[late])
+    create_agent(ScriptedChatModel([]), middleware=[late])
+
+    @after_agent(can_jump_to=["model"])
+    def looping(state: Any, runtime: Any) -> None:
+        return None
+
+    with pytest.raises(MiddlewareConfigError, match=r"allowed here: \['end'\]"):
+        create_agent(ScriptedChatModel([]), middleware=[looping])
 
 
 def test_unknown_declared_target_is_refused_at_build_time() -> None:

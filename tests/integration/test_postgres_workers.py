@@ -140,7 +140,7 @@ def test_forty_threads_interrupted_in_one_worker_resumed_in_another(db: str) -> 
             w.close()
 
     for i, t in enumerate(threads):
-        assert final[t]["last"].startswith("Model call limit reached"), final[t]
+        assert final[t]["last"].startswith("Model call limits exceeded"), final[t]
         expected = [(f"{t}/1", f"worker{(i + 1) % n_workers}")]
         if i % 2 == 0:
             expected.append((f"{t}/2", f"worker{(i + 3) % n_workers}"))

@@ -460,6 +460,27 @@ def test_async_summarizer_under_both_modes(run: Runner) -> None:
     assert result["messages"][0].content.endswith("async summary")
 
 
+def test_kept_messages_are_stored_as_state_holds_them(run: Runner) -> None:
+    # An outer layer changes the request for this call only (as PIIMiddleware strips its vault): the model sees that
+    # copy, but the kept messages written back to the thread are the state's own (found by id), never the copy.
+    @wrap_model_call
+    def transient(request: Any, handler: Any) -> Any:
+        return handler(request.override(messages=[
+            m.model_copy(update={"content": "redacted", "response_metadata": {}}) for m in request.messages
+        ]))
+
+    model = ScriptedChatModel(["a"], cycle=True)
+    mw = SummarizationMiddleware(ScriptedChatModel([]), trigger=("messages", 3), keep=("messages", 1),
+                                 summarizer=lambda messages: "sum")
+    agent = create_agent(model, middleware=[transient, mw], checkpointer=InMemorySaver())
+    config: RunnableConfig = {"configurable": {"thread_id": "t"}}
+    newest = HumanMessage("keep me", response_metadata={"sealed": "secret"})
+    messages = run(agent, {"messages": [*chat(2), newest]}, config=config)["messages"]
+    assert is_summary(messages[0]) and messages[1].content == "keep me"
+    assert messages[1].response_metadata == {"sealed": "secret"} and messages[1].id is not None
+    assert model.calls[0].messages[-1].content == "redacted"  # the model got the layer's copy
+
+
 def test_trigger_and_keep_from_the_runtime_context(run: Runner) -> None:
     @dataclass
     class Tenant:
