@@ -30,6 +30,7 @@ from middleware_kit.errors import (
     UnknownStateKeyError,
     UnknownToolError,
 )
+from middleware_kit.errors_fail_fast import ContextError, HookSignatureError, HookValueError
 from middleware_kit.flow import ModelCallFlow, Sleep, ToolCallFlow
 from middleware_kit.middleware import AgentMiddleware
 from middleware_kit.middlewares import (
@@ -146,6 +147,7 @@ __all__ = [
     "CodexSandboxExecutionPolicy",
     "ConflictingUpdateError",
     "ContextEditingMiddleware",
+    "ContextError",
     "ContextSize",
     "ContextT",
     "Decision",
@@ -155,6 +157,8 @@ __all__ = [
     "GuardrailTripped",
     "GuardrailsMiddleware",
     "HookReturnError",
+    "HookSignatureError",
+    "HookValueError",
     "HostExecutionPolicy",
     "HumanInTheLoopMiddleware",
     "InputAgentState",

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Sequence
-from contextvars import ContextVar
 from typing import Any
 
 from langgraph import errors as _errors
@@ -26,9 +25,6 @@ __all__ = [
     "CONFIG_KEY_CHECKPOINTER",
     "SUPPORTED_LANGGRAPH",
     "StateLike",
-    "PublicView",
-    "hide_from_streams",
-    "with_private",
     "is_last_value_channel",
     "mark_invalid_resume",
     "node_runnable",
@@ -174,85 +170,3 @@ def _guarded_class(base: type) -> type:
     Guarded.__module__ = base.__module__
     return _GUARDED.setdefault(base, Guarded)
 
-
-_SNAPSHOT: ContextVar[bool] = ContextVar("middleware_kit_state_snapshot", default=False)
-"""Set while LangGraph assembles a ``StateSnapshot`` (``get_state``/``get_state_history``): it reads every channel."""
-
-_HIDING: dict[type, type] = {}
-
-
-def hide_from_streams(compiled: Any, public: Sequence[str]) -> None:
-    """Stream only ``public`` channels: ``updates``, ``values``, ``debug``, ``tasks`` and ``checkpoints`` chunks (also
-    when the graph runs as a subgraph) carry no other key. LangGraph streams ``stream_channels`` (by default every
-    channel); set once here, it costs nothing per call. ``get_state``/``get_state_history`` still read every channel
-    (the same property serves both in LangGraph), and so do the nodes and the checkpoints.
-    """
-    compiled.stream_channels = [key for key in compiled.stream_channels_list if key in public]
-    compiled.__class__ = _hiding_class(type(compiled))
-    shown = frozenset(public)
-    for name, node in compiled.nodes.items():
-        if name != START and isinstance(node.channels, list):
-            private = tuple(key for key in node.channels if key not in shown)
-            if private:
-                node.mapper = _splitter(private, node.mapper)
-
-
-class PublicView(dict[str, Any]):
-    """A node's input as LangGraph records it (the ``input`` of ``tasks``/``debug`` task chunks): the public keys
-    only. The private ones ride along in ``private``; the node reads them through :func:`with_private`."""
-
-    __slots__ = ("private",)
-    private: dict[str, Any]
-
-
-def _splitter(private: tuple[str, ...], inner: Callable[[Any], Any] | None) -> Callable[[Any], Any]:
-    def split(value: Any) -> Any:
-        if inner is not None:
-            value = inner(value)
-        if type(value) is not dict:
-            return value
-        hidden = {key: value[key] for key in private if key in value}
-        if not hidden:
-            return value
-        view = PublicView({key: item for key, item in value.items() if key not in hidden})
-        view.private = hidden
-        return view
-
-    return split
-
-
-def with_private(state: Any) -> Any:
-    """A node's whole input: what :func:`hide_from_streams`' mapper split off, joined again (one type check)."""
-    if type(state) is PublicView:
-        return {**state, **state.private}
-    return state
-
-
-def _hiding_class(base: type) -> type:
-    if base in _HIDING or base in _HIDING.values():
-        return _HIDING.get(base, base)
-
-    class Hiding(base):  # type: ignore[misc]
-        @property
-        def stream_channels_asis(self) -> Any:
-            if _SNAPSHOT.get():
-                return [key for key, channel in self.channels.items() if isinstance(channel, BaseChannel)]
-            return super().stream_channels_asis
-
-        def _prepare_state_snapshot(self, *args: Any, **kwargs: Any) -> Any:
-            token = _SNAPSHOT.set(True)
-            try:
-                return super()._prepare_state_snapshot(*args, **kwargs)
-            finally:
-                _SNAPSHOT.reset(token)
-
-        async def _aprepare_state_snapshot(self, *args: Any, **kwargs: Any) -> Any:
-            token = _SNAPSHOT.set(True)
-            try:
-                return await super()._aprepare_state_snapshot(*args, **kwargs)
-            finally:
-                _SNAPSHOT.reset(token)
-
-    Hiding.__name__ = Hiding.__qualname__ = base.__name__
-    Hiding.__module__ = base.__module__
-    return _HIDING.setdefault(base, Hiding)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import SystemMessage
@@ -15,7 +15,7 @@ from langgraph.store.base import BaseStore
 from langgraph.types import Checkpointer
 from typing_extensions import TypeVar
 
-from middleware_kit._compat import StateLike, hide_from_streams
+from middleware_kit._compat import StateLike
 from middleware_kit.context import install_context_check
 from middleware_kit.errors import AgentArgumentError, MiddlewareConfigError
 from middleware_kit.graph import build_graph
@@ -25,6 +25,9 @@ from middleware_kit.pipeline import Pipeline, build_pipeline
 from middleware_kit.plan import MiddlewarePlan, build_plan
 from middleware_kit.schema import MergedSchema, merge_state_schemas
 from middleware_kit.structured_output import to_strategy
+
+if TYPE_CHECKING:
+    from middleware_kit.run_control import RunControl
 
 __all__ = ["create_agent"]
 
@@ -100,6 +103,7 @@ def create_agent(
     interrupt_after: list[str] | None = None,
     debug: bool = False,
     name: str | None = None,
+    run_control: RunControl | None = None,
 ) -> CompiledStateGraph[Any, ContextT, Any, Any]:
     """Build an agent: a compiled LangGraph graph running ``model`` and ``tools`` through ``middleware``.
 
@@ -121,7 +125,14 @@ def create_agent(
         state_schema: A TypedDict extending ``AgentState`` with extra state keys.
         context_schema: The type of ``invoke(..., context=...)`` (dataclass, pydantic model or TypedDict).
         checkpointer, store, interrupt_before, interrupt_after, debug, name: passed to LangGraph's ``compile``.
+        run_control: A :class:`middleware_kit.run_control.RunControl`: one run per thread, resumes applied exactly
+            once, a deadline, cancellation (see docs/production.md). The agent is then a ``ControlledAgent`` and its
+            middleware list gets ``RunControlMiddleware`` first and ``RunControlGuard`` last.
     """
+    if run_control is not None:
+        from middleware_kit.run_control import controlled_middleware
+
+        middleware = controlled_middleware(middleware)
     if isinstance(model, str):
         model = resolve_model(model)  # "openai:gpt-4o", "gpt-4o": through the provider package, as init_chat_model
     if not isinstance(model, BaseChatModel):
@@ -156,8 +167,6 @@ def create_agent(
         debug=debug,
         name=name,
     )
-    # private state (PrivateStateAttr/OmitFromOutput) never reaches a stream; decided once, free per call
-    hide_from_streams(compiled, compiled.output_channels)
     if guards:
         guards.install(compiled)
     install_context_check(compiled)
@@ -170,5 +179,9 @@ def create_agent(
         has_tool_node="tools" in graph.nodes,
     )
     compiled.middleware_plan = plan  # type: ignore[attr-defined]
+    if run_control is not None:
+        from middleware_kit.run_control import with_run_control
+
+        return with_run_control(compiled, run_control)
     return compiled
 

@@ -28,7 +28,7 @@ from langgraph.constants import END, START
 from langgraph.graph import StateGraph
 from langgraph.runtime import Runtime
 
-from middleware_kit._compat import node_runnable, with_private
+from middleware_kit._compat import node_runnable
 from middleware_kit.chain import call_flow, compose
 from middleware_kit.drive import Flow, run_async, run_sync
 from middleware_kit.guards import Guards
@@ -81,6 +81,7 @@ def build_graph(
         executable=frozenset(executable),
         tools_wrapped=pipeline.has_wrap_tool_call,
         nostream=bool(pipeline.guards),
+        guards=pipeline.guards,
     )
     layout = lay_out(pipeline.phases, _model_step(call, pipeline, semantics),
                      has_tool_node=bool(executable) or pipeline.has_wrap_tool_call)
@@ -143,11 +144,11 @@ def _add_node(
 
     def run(state: Any, runtime: Runtime[Any]) -> Any:
         __tracebackhide__ = True
-        return finish(runner.run(with_private(state), runtime), runtime)
+        return finish(runner.run(state, runtime), runtime)
 
     async def arun(state: Any, runtime: Runtime[Any]) -> Any:
         __tracebackhide__ = True
-        return finish(await runner.arun(with_private(state), runtime), runtime)
+        return finish(await runner.arun(state, runtime), runtime)
 
     if not command_mode:
         builder.add_node(node.name, node_runnable(run, arun, node.name))

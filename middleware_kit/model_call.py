@@ -46,6 +46,10 @@ class ModelCall:
     nostream: bool = False
     """Tag the call ``nostream`` (message guards: raw tokens must not reach the messages stream)."""
     bound_default: Any = field(default=None, compare=False)
+    guards: Any = field(default=None, compare=False)
+    """The agent's message guards (:class:`middleware_kit.guards.Guards`), applied to the model's message as soon
+    as the model returns, before any wrap layer sees it (a wrapper saving the answer elsewhere than ``messages``
+    then never holds a guarded value)."""
 
     @classmethod
     def build(
@@ -58,13 +62,24 @@ class ModelCall:
         executable: frozenset[str] | None,
         tools_wrapped: bool,
         nostream: bool,
+        guards: Any = None,
     ) -> ModelCall:
         if response_format is not None:
             taken = sorted(response_format.tool_names & {getattr(t, "name", None) for t in default_tools})
             if taken:
                 raise MiddlewareConfigError.structured_tool_name_taken(taken)
         bound = bind_model(model, default_tools, response_format, None, {}, nostream=nostream)
-        return cls(model, default_tools, response_format, system_message, executable, tools_wrapped, nostream, bound)
+        return cls(
+            model,
+            default_tools,
+            response_format,
+            system_message,
+            executable,
+            tools_wrapped,
+            nostream,
+            bound,
+            guards if guards else None,
+        )
 
     def request(self, messages: Sequence[AnyMessage], state: Any, runtime: Any) -> ModelRequest[Any]:
         """The request of one model call, before any middleware changes it."""
@@ -112,6 +127,9 @@ class ModelCall:
         except GraphBubbleUp as exc:
             _note_bubble(exc)
             raise
+        if self.guards is not None:
+            guarded = self.guards.messages([message], request.runtime)
+            message = guarded[0] if len(guarded) == 1 else message
         if strategy is None:
             return ModelResponse(result=[message])
         return parse_model_output(message, strategy)

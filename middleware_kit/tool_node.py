@@ -19,7 +19,7 @@ from langgraph.prebuilt import ToolNode
 from langgraph.prebuilt.tool_node import ToolCallRequest as LangGraphToolCallRequest
 from langgraph.runtime import Runtime
 
-from middleware_kit._compat import tool_node_one_call, with_private
+from middleware_kit._compat import tool_node_one_call
 from middleware_kit.chain import Layer, _note_bubble, call_flow, compose
 from middleware_kit.drive import Flow, Step, run_async, run_sync
 from middleware_kit.guards import Guards
@@ -133,10 +133,6 @@ class AgentToolNode(ToolNode):
         except Exception as exc:
             note_tool_failure(exc, call)
             raise
-
-    def _extract_state(self, input: Any, config: RunnableConfig) -> Any:
-        # the state tools see (``ToolRuntime.state``, ``InjectedState``) includes the private keys the streams hide
-        return with_private(super()._extract_state(input, config))
 
     def _func(self, input: Any, config: RunnableConfig, runtime: Runtime[Any]) -> Any:
         __tracebackhide__ = True

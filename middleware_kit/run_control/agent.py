@@ -475,7 +475,23 @@ def with_run_control(
             f"middleware=controlled_middleware([...])) (from middleware_kit.run_control).",
             parameter="agent",
         )
-    controlled = object.__new__(ControlledAgent)
+    controlled: ControlledAgent = object.__new__(_controlled_class(type(agent)))
     controlled.__dict__.update(agent.__dict__)
     controlled.run_control = control
     return controlled
+
+
+_CONTROLLED: dict[type, type] = {}
+"""One controlled class per compiled-graph class (a bounded cache: the engine makes a handful of classes)."""
+
+
+def _controlled_class(base: type) -> type[ControlledAgent]:
+    """``ControlledAgent`` on top of the agent's own class, so what that class adds around ``stream``/``astream``
+    (the input guards and the context check that ``create_agent`` installs) keeps running, under the lease."""
+    if issubclass(base, ControlledAgent):
+        return base
+    cls = _CONTROLLED.get(base)
+    if cls is None:
+        cls = type(ControlledAgent.__name__, (ControlledAgent, base), {"__qualname__": ControlledAgent.__qualname__})
+        _CONTROLLED[base] = cls
+    return cls

@@ -623,7 +623,8 @@ def test_block_output(run: Runner) -> None:
     )
     with pytest.raises(PIIDetectionError) as info:
         run(agent, {"messages": [HumanMessage("who?")]})
-    assert info.value.where == "output" and info.value.hook == "wrap_model_call"
+    # blocked by the engine's message guard as soon as the model returned, before any wrap layer saw the message
+    assert info.value.where == "output" and info.value.hook == "guard_messages"
     assert EMAIL not in str(info.value)
 
 

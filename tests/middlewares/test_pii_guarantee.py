@@ -360,16 +360,11 @@ def test_block_never_persists_and_the_next_clean_turn_works(run: Any, entry: str
 
 
 # -- human review, both orders ---------------------------------------------------------------------------------
-PII_FIRST_GAP = pytest.mark.xfail(
-    strict=True,
-    reason="engine: with PIIMiddleware listed BEFORE HumanInTheLoopMiddleware, HITL's inner wrap_model_call records "
-    "the raw model response's tool-call args in its pending-approval state key (not a messages write, so no guard "
-    "sees it, and outer layers never see inner commands). Needs guards applied to the model's response at the "
-    "source, before any wrap_model_call layer (H7 handoff). Documented: list HITL first.",
-)
+# With PII listed first, the engine guards the model's message as soon as the model returns (ModelCall.guards),
+# so HITL's inner wrap_model_call never records raw tool-call arguments in its pending-approval key.
 
 
-@pytest.mark.parametrize("pii_first", [pytest.param(True, marks=PII_FIRST_GAP), False], ids=["pii-first", "hitl-first"])
+@pytest.mark.parametrize("pii_first", [True, False], ids=["pii-first", "hitl-first"])
 @pytest.mark.parametrize("strategy", ["redact", "placeholder"])
 def test_human_review_sees_no_raw_value(run: Any, pii_first: bool, strategy: Strategy) -> None:
     secret = SECRETS["email"]
