@@ -144,7 +144,10 @@ class _Root:
         if stat.S_ISDIR(mode):
             return _Start(parts, True)
         if stat.S_ISLNK(mode):
-            real = os.path.realpath(self.real.joinpath(*parts))
+            try:
+                real = os.path.realpath(self.real.joinpath(*parts))
+            except OSError:  # the link changed or vanished while it was being resolved (a concurrent rename)
+                raise FileSearchError(f"Error: path {path!r} changed during the search; try again.") from None
             if os.path.isdir(real):
                 raise FileSearchError(f"Error: path {path!r} is a directory symlink; symlinks are not followed.")
             if not self.contains(real):
