@@ -36,13 +36,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal, NotRequired, TypedDict, cast
 
-import langgraph.errors as _langgraph_errors
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langgraph.errors import GraphInterrupt
 from langgraph.types import Command, interrupt
 from pydantic import PlainValidator, ValidationError
 
+from middleware_kit._compat import mark_invalid_resume
 from middleware_kit.decorators import hook_config
 from middleware_kit.errors import MiddlewareConfigError, MiddlewareError
 from middleware_kit.flow import ModelCallFlow
@@ -947,14 +947,12 @@ def _describe(used: Mapping[str, Any], limit: BudgetLimit) -> str:
 
 _REAL_INTERRUPT = interrupt
 _HAS_RESPONSE_SCHEMA = "response_schema" in inspect.signature(interrupt).parameters
-_mark_invalid_resume: Callable[[BaseException], None] | None = getattr(_langgraph_errors, "_mark_invalid_resume", None)
 
 
 def _unwrap(exc: ValidationError) -> BaseException:
     for detail in exc.errors():
         error = (detail.get("ctx") or {}).get("error")
         if isinstance(error, BudgetCheckInError):
-            if _mark_invalid_resume is not None:
-                _mark_invalid_resume(error)
+            mark_invalid_resume(error)
             return error
     return exc
