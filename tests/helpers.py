@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage
@@ -19,3 +24,44 @@ def tool_then_answer(name: str = "add", args: dict[str, Any] | None = None, answ
 
 def kinds(messages: list[BaseMessage]) -> list[str]:
     return [type(m).__name__ for m in messages]
+
+
+class WorkerProcess:
+    """A worker process for multi-process tests: JSON commands in on stdin, JSON answers out on stdout."""
+
+    def __init__(self, script: Path, args: list[str], name: str) -> None:
+        self.name = name
+        root = Path(__file__).resolve().parents[1]
+        env = {**os.environ, "PYTHONPATH": str(root)}
+        self.proc = subprocess.Popen([sys.executable, str(script), *args], cwd=root, env=env, text=True,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+    def read(self) -> dict[str, Any]:
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if not line:
+            assert self.proc.stderr is not None
+            raise AssertionError(f"worker {self.name} died ({self.proc.wait()}): {self.proc.stderr.read()[-3000:]}")
+        return dict(json.loads(line))
+
+    def send(self, **cmd: Any) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps(cmd) + "\n")
+        self.proc.stdin.flush()
+
+    def ask(self, **cmd: Any) -> dict[str, Any]:
+        self.send(**cmd)
+        return self.read()
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            assert self.proc.stdin is not None
+            self.proc.stdin.close()
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        for stream in (self.proc.stdout, self.proc.stderr):
+            if stream is not None:
+                stream.close()

@@ -5,11 +5,8 @@ Needs a real server (the session fixture ``postgres_dsn`` starts one; skipped ou
 
 from __future__ import annotations
 
-import json
 import os
 import signal
-import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -28,6 +25,7 @@ from middleware_kit import before_model, create_agent
 from middleware_kit.middlewares.human_in_the_loop import HumanInTheLoopMiddleware
 from middleware_kit.middlewares.limits import ModelCallLimitMiddleware
 from middleware_kit.testing import ScriptedChatModel
+from tests.helpers import WorkerProcess
 from tests.integration.pg_worker import THREAD_LIMIT, reply
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -54,44 +52,11 @@ def tool_runs(dsn: str, prefix: str) -> list[tuple[str, str]]:
         return [(str(r[0]), str(r[1])) for r in rows.fetchall()]
 
 
-class Worker:
-    """One worker process: JSON commands in on stdin, JSON answers out on stdout."""
+class Worker(WorkerProcess):
+    """One worker process (see tests.helpers.WorkerProcess)."""
 
     def __init__(self, dsn: str, name: str) -> None:
-        self.name = name
-        env = {**os.environ, "PYTHONPATH": str(ROOT)}
-        self.proc = subprocess.Popen([sys.executable, str(WORKER), dsn, name], cwd=ROOT, env=env, text=True,
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-
-    def read(self) -> dict[str, Any]:
-        assert self.proc.stdout is not None
-        line = self.proc.stdout.readline()
-        if not line:
-            assert self.proc.stderr is not None
-            raise AssertionError(f"worker {self.name} died ({self.proc.wait()}): {self.proc.stderr.read()[-3000:]}")
-        return dict(json.loads(line))
-
-    def send(self, **cmd: Any) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(json.dumps(cmd) + "\n")
-        self.proc.stdin.flush()
-
-    def ask(self, **cmd: Any) -> dict[str, Any]:
-        self.send(**cmd)
-        return self.read()
-
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            assert self.proc.stdin is not None
-            self.proc.stdin.close()
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        for stream in (self.proc.stdout, self.proc.stderr):
-            if stream is not None:
-                stream.close()
+        super().__init__(WORKER, [dsn, name], name)
 
 
 def start_workers(dsn: str, n: int, prefix: str) -> list[Worker]:

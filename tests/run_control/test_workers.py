@@ -6,12 +6,9 @@ started)."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import sqlite3
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -21,6 +18,7 @@ from typing import Any
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
+from tests.helpers import WorkerProcess
 from tests.run_control.helpers import assert_paired
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -30,45 +28,11 @@ TTL = 2.0
 pytestmark = pytest.mark.timeout(180)
 
 
-class Worker:
-    """One worker process: JSON commands in on stdin, JSON answers out on stdout."""
+class Worker(WorkerProcess):
+    """One worker process (see tests.helpers.WorkerProcess)."""
 
     def __init__(self, kind: str, target: str, name: str, mode: str) -> None:
-        self.name = name
-        env = {**os.environ, "PYTHONPATH": str(ROOT)}
-        self.proc = subprocess.Popen([sys.executable, str(WORKER), kind, target, name, mode, str(TTL)], cwd=ROOT,
-                                     env=env, text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE)
-
-    def read(self) -> dict[str, Any]:
-        assert self.proc.stdout is not None
-        line = self.proc.stdout.readline()
-        if not line:
-            assert self.proc.stderr is not None
-            raise AssertionError(f"worker {self.name} died ({self.proc.wait()}): {self.proc.stderr.read()[-3000:]}")
-        return dict(json.loads(line))
-
-    def send(self, **cmd: Any) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(json.dumps(cmd) + "\n")
-        self.proc.stdin.flush()
-
-    def ask(self, **cmd: Any) -> dict[str, Any]:
-        self.send(**cmd)
-        return self.read()
-
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            assert self.proc.stdin is not None
-            self.proc.stdin.close()
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        for stream in (self.proc.stdout, self.proc.stderr):
-            if stream is not None:
-                stream.close()
+        super().__init__(WORKER, [kind, target, name, mode, str(TTL)], name)
 
 
 class Database:
