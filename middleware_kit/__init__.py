@@ -22,7 +22,10 @@ from middleware_kit.decorators import (
 from middleware_kit.errors import (
     AgentArgumentError,
     ConflictingUpdateError,
+    ContextError,
     HookReturnError,
+    HookSignatureError,
+    HookValueError,
     InvalidJumpError,
     MiddlewareConfigError,
     MiddlewareError,
@@ -30,7 +33,6 @@ from middleware_kit.errors import (
     UnknownStateKeyError,
     UnknownToolError,
 )
-from middleware_kit.errors_fail_fast import ContextError, HookSignatureError, HookValueError
 from middleware_kit.flow import ModelCallFlow, Sleep, ToolCallFlow
 from middleware_kit.middleware import AgentMiddleware
 from middleware_kit.middlewares import (

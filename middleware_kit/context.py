@@ -2,7 +2,7 @@
 
 Before any hook runs and before LangGraph writes anything to the thread, ``context=`` is checked: missing, of the
 wrong type, with an unknown field or without a required one, it raises one error class,
-:class:`~middleware_kit.errors_fail_fast.ContextError`, naming the schema and the field, with the fix. A dict is still
+:class:`~middleware_kit.errors.ContextError`, naming the schema and the field, with the fix. A dict is still
 coerced to a dataclass or pydantic schema (as LangGraph does); a run without context gets the schema's defaults when
 every field has one; a resume (``Command`` input) may come without context. An instance of the schema passes with one
 ``type()`` comparison.
@@ -17,7 +17,7 @@ from typing import Any, is_typeddict
 from langgraph.types import Command
 from pydantic import BaseModel, ValidationError
 
-from middleware_kit.errors_fail_fast import ContextError
+from middleware_kit.errors import ContextError
 
 __all__ = ["check_context", "install_context_check"]
 

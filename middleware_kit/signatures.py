@@ -3,7 +3,7 @@
 The engine calls every hook with fixed positional arguments (:mod:`middleware_kit.hooks`); a hook that cannot take
 them would otherwise fail mid-run with ``TypeError: log() takes 1 positional argument but 2 were given``. Here each
 hook is bound against placeholders for those arguments once, at build, and a mismatch raises
-:class:`~middleware_kit.errors_fail_fast.HookSignatureError` naming the middleware, the hook, the expected and the
+:class:`~middleware_kit.errors.HookSignatureError` naming the middleware, the hook, the expected and the
 found signature. Nothing of this runs per call.
 """
 
@@ -13,7 +13,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
-from middleware_kit.errors_fail_fast import HookSignatureError
+from middleware_kit.errors import HookSignatureError
 from middleware_kit.hooks import GUARD_MESSAGES, HOOKS, HookKind, HookMode
 
 __all__ = ["PARAMETERS", "check_hook", "check_hook_function"]

@@ -3,7 +3,7 @@
 The engine checks the container a hook returns (a dict, a ``ModelResponse``, a ``ToolMessage``...); these functions
 check what is inside: every message of a ``messages`` update, ``ModelResponse.result``, an
 ``ExtendedModelResponse``'s command, the messages of a rewritten ``ModelRequest``, a ``Command``'s update and the id a
-``ToolMessage`` answers. A bad element raises :class:`~middleware_kit.errors_fail_fast.HookValueError` naming the
+``ToolMessage`` answers. A bad element raises :class:`~middleware_kit.errors.HookValueError` naming the
 middleware and the hook; the node fails before it writes, so the thread keeps its last good checkpoint.
 
 They sit on the per-call path, so the common case costs a ``type()`` comparison per element: a list of message
@@ -18,7 +18,7 @@ from typing import Any
 from langchain_core.messages import BaseMessage, ToolMessage, convert_to_messages
 from langgraph.types import Command, Overwrite
 
-from middleware_kit.errors_fail_fast import HookValueError
+from middleware_kit.errors import HookValueError
 from middleware_kit.types import ExtendedModelResponse, ModelRequest, ModelResponse, ToolCallRequest
 
 __all__ = [

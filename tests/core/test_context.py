@@ -15,8 +15,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel, ConfigDict
 
 from middleware_kit.context import check_context
-from middleware_kit.errors import MiddlewareError
-from middleware_kit.errors_fail_fast import ContextError
+from middleware_kit.errors import ContextError, MiddlewareError
 
 
 @dataclass

@@ -11,8 +11,7 @@ from langgraph.runtime import Runtime
 
 from middleware_kit import AgentMiddleware, create_agent
 from middleware_kit import decorators as deco
-from middleware_kit.errors import MiddlewareConfigError
-from middleware_kit.errors_fail_fast import HookSignatureError
+from middleware_kit.errors import HookSignatureError, MiddlewareConfigError
 from middleware_kit.hooks import HOOKS
 from middleware_kit.signatures import PARAMETERS, check_hook_function
 from middleware_kit.testing import ScriptedChatModel

@@ -11,8 +11,7 @@ from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage, ToolMessage
 from langgraph.types import Command, Overwrite
 
-from middleware_kit.errors import HookReturnError
-from middleware_kit.errors_fail_fast import HookValueError
+from middleware_kit.errors import HookReturnError, HookValueError
 from middleware_kit.testing import ScriptedChatModel, make_request, tool_call
 from middleware_kit.types import ExtendedModelResponse, ModelResponse, ToolCallRequest
 from middleware_kit.validation import (

@@ -20,8 +20,7 @@ from langgraph.types import Command, interrupt
 
 from middleware_kit import AgentState, create_agent
 from middleware_kit import decorators as deco
-from middleware_kit.errors import MiddlewareError
-from middleware_kit.errors_fail_fast import ContextError, HookSignatureError, HookValueError
+from middleware_kit.errors import ContextError, HookSignatureError, HookValueError, MiddlewareError
 from middleware_kit.middlewares.tool_error import ToolErrorMiddleware
 from middleware_kit.testing import ScriptedChatModel, TraceRecorder, tool_call
 from middleware_kit.types import ExtendedModelResponse, ModelRequest, ModelResponse, ToolCallRequest
@@ -416,7 +415,7 @@ def test_errors_page_has_a_section_per_fail_fast_error() -> None:
     import re
     from pathlib import Path
 
-    import middleware_kit.errors_fail_fast as errors
+    import middleware_kit.errors as errors
 
     page = (Path(__file__).resolve().parents[2] / "docs" / "errors.md").read_text(encoding="utf-8")
     sections = set(re.findall(r"^## `([A-Za-z]+)`", page, flags=re.M))
