@@ -2,6 +2,7 @@
 
     python -m middleware_kit plan package.module:agent   # the middleware plan and the Mermaid graph
     python -m middleware_kit plan package.module:make_agent   # a callable taking no arguments works too
+    python -m middleware_kit plan package.module:agent --html plan.html   # also the plan as an offline HTML page
     python -m middleware_kit demo
 """
 
@@ -40,6 +41,8 @@ def main(argv: list[str] | None = None) -> int:
     plan = commands.add_parser("plan", help="print the middleware plan and the Mermaid graph of an agent")
     plan.add_argument("target", help="MODULE:ATTR naming an agent, or a function returning one")
     plan.add_argument("--no-mermaid", action="store_true", help="print only the plan table")
+    plan.add_argument("--html", metavar="PATH",
+                      help="also write the plan as a self-contained HTML page (onion, graph, table; opens offline)")
     commands.add_parser("demo", help="run the offline demo")
     args, rest = parser.parse_known_args(argv)
     if args.command == "demo":
@@ -51,6 +54,14 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_mermaid:
         print()
         print(agent.middleware_plan.mermaid())
+    if args.html:
+        from middleware_kit.viz import write_plan_html
+
+        try:
+            written = write_plan_html(agent, args.html)
+        except OSError as exc:
+            raise SystemExit(f"plan: cannot write {args.html!r}: {exc}") from exc
+        print(f"wrote {written}", file=sys.stderr)
     return 0
 
 

@@ -31,6 +31,28 @@ def test_plan_of_an_agent_and_of_a_factory(tmp_path: Path) -> None:
     assert factory.returncode == 0 and "graph TD;" not in factory.stdout
 
 
+def test_plan_html_writes_an_offline_page(tmp_path: Path) -> None:
+    (tmp_path / "my_agents.py").write_text(
+        "from middleware_kit import before_model, create_agent, wrap_model_call\n"
+        "from middleware_kit.testing import ScriptedChatModel\n"
+        "@before_model\n"
+        "def audit(state, runtime):\n"
+        "    return None\n"
+        "@wrap_model_call\n"
+        "def timing(request, handler):\n"
+        "    return handler(request)\n"
+        "agent = create_agent(ScriptedChatModel(['hi']), middleware=[audit, timing], name='support')\n"
+    )
+    out = run_cli("plan", "my_agents:agent", "--no-mermaid", "--html", "plan.html", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    page = (tmp_path / "plan.html").read_text(encoding="utf-8")
+    assert "plan.html" in out.stderr and "middleware plan of 'support'" in out.stdout
+    assert "audit" in page and "timing" in page and "support" in page
+    assert "<script src" not in page and "http://" not in page.replace("http://www.w3.org", "")
+    missing_dir = run_cli("plan", "my_agents:agent", "--html", "no/such/dir/plan.html", cwd=tmp_path)
+    assert missing_dir.returncode != 0 and "cannot write" in missing_dir.stderr
+
+
 def test_plan_errors_say_what_is_wrong(tmp_path: Path) -> None:
     (tmp_path / "not_agents.py").write_text("value = 3\n")
     assert "expected MODULE:ATTR" in run_cli("plan", "nocolon", cwd=tmp_path).stderr
