@@ -18,6 +18,7 @@ from langchain_core.tools import BaseTool, tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+from pydantic import Field
 
 from middleware_kit import create_agent
 from middleware_kit.middleware import AgentMiddleware
@@ -63,17 +64,25 @@ def reply(messages: list[BaseMessage]) -> AIMessage:
 
 
 class SlowModel(ScriptedChatModel):
-    """A scripted model whose every call takes ``delay`` seconds (``asyncio.sleep`` under ainvoke: cancellable)."""
+    """A scripted model whose every call takes ``delay`` seconds (``asyncio.sleep`` under ainvoke: cancellable);
+    ``in_call`` is set when a call starts (a run holding its thread is inside the model call from then on)."""
 
     delay: float = 0.0
+    in_call: threading.Event = Field(default_factory=threading.Event)
+
+    async def reached(self) -> None:
+        """Wait (up to 10 s) until a call has started."""
+        assert await asyncio.to_thread(self.in_call.wait, 10), "the model call never started"
 
     def _generate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None,
                   **kwargs: Any) -> ChatResult:
+        self.in_call.set()
         time.sleep(self.delay)
         return super()._generate(messages, stop, run_manager, **kwargs)
 
     async def _agenerate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None,
                          **kwargs: Any) -> ChatResult:
+        self.in_call.set()
         await asyncio.sleep(self.delay)
         return super()._generate(messages, stop, None, **kwargs)
 

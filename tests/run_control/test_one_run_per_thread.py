@@ -90,11 +90,11 @@ async def test_concurrent_new_turns_wait_in_line_and_none_is_lost(kind: str, mod
 
 @pytest.mark.parametrize("kind", KINDS)
 async def test_a_second_run_is_rejected_naming_the_thread_and_the_holder(kind: str, mode: str, tmp_path: Path) -> None:
-    model = SlowModel(default="hello", delay=0.6)
+    model = SlowModel(default="hello", delay=1.5)
     async with saver_for(kind, mode, tmp_path) as saver:
         agent = build(saver, model=model, review=False)
         first = asyncio.create_task(call(agent, mode, {"messages": [HumanMessage("a")]}, {**cfg("t"), "run_id": None}))
-        await asyncio.sleep(0.3)
+        await model.reached()  # the first run holds the thread for the next 1.5 s
         with pytest.raises(ThreadBusyError) as info:
             await call(agent, mode, {"messages": [HumanMessage("b")]}, cfg("t"))
         await first
@@ -109,11 +109,11 @@ async def test_a_second_run_is_rejected_naming_the_thread_and_the_holder(kind: s
 
 @pytest.mark.parametrize("kind", KINDS)
 async def test_waiting_gives_up_after_wait_timeout(kind: str, mode: str, tmp_path: Path) -> None:
-    model = SlowModel(default="hello", delay=0.8)
+    model = SlowModel(default="hello", delay=2.0)
     async with saver_for(kind, mode, tmp_path) as saver:
         agent = build(saver, RunControl(on_conflict="wait", wait_timeout=0.2), model=model, review=False)
         first = asyncio.create_task(call(agent, mode, {"messages": [HumanMessage("a")]}, cfg("t")))
-        await asyncio.sleep(0.3)
+        await model.reached()  # the first run holds the thread for the next 2 s
         with pytest.raises(ThreadBusyError, match=r"stayed busy for 0.2s \(wait_timeout\)"):
             await call(agent, mode, {"messages": [HumanMessage("b")]}, cfg("t"))
         await first

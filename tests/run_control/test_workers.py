@@ -199,8 +199,7 @@ def test_four_workers_forty_threads_concurrent_turns_and_resumes(pg_database: Da
         assert_paired(messages)
         assert [type(m) for m in messages] == [HumanMessage, AIMessage, ToolMessage, AIMessage] * 2
         assert [m.content for m in messages if isinstance(m, HumanMessage)] == [f"{t} one", f"{t} two"]
-    print(f"4 workers x 40 threads: {took:.1f}s of turns and resumes")
-    assert took < 45, f"{took:.1f}s"
+    print(f"4 workers x 40 threads: {took:.1f}s of turns and resumes")  # a figure to read, not a test of speed
 
 
 @pytest.mark.parametrize("mode", ["invoke", "ainvoke"])
@@ -270,7 +269,7 @@ def test_a_cancel_through_the_database_stops_a_run_of_another_saver(database: Da
         run = threading.Thread(target=lambda: result.update(
             agent.invoke({"messages": [HumanMessage("write")]}, cfg("remote-cancel"))))
         run.start()
-        time.sleep(0.5)
+        assert model.in_call.wait(10)  # the run holds the thread, inside its 1.5 s model call
         assert cancel_run(canceller_saver, "remote-cancel", reason="stop from elsewhere") is not None
         run.join(timeout=30)
         final = result["messages"][-1]
