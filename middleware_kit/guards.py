@@ -9,6 +9,10 @@ order, first listed first) to:
 - every node's ``messages`` write (fused nodes, hook nodes, the tool node's ``ToolMessage``s and ``Command``
   updates) before the node returns it, so pending writes and every stream mode carry the guarded value.
 
+A middleware that overrides ``guard_resume(value, runtime)`` is a resume guard: the value of an input
+``Command(resume=...)`` (what a reviewer sends back) passes every resume guard before LangGraph stores it as the
+``__resume__`` pending write, which it does before any hook runs.
+
 With guards, the model is called with LangGraph's ``nostream`` tag: ``stream_mode="messages"`` then yields each
 node's guarded messages whole instead of raw tokens. A message may pass a guard more than once (once in its node,
 again in the reducer): a guard must be idempotent (guarding its own output changes nothing).
@@ -31,13 +35,15 @@ from middleware_kit.errors import HookReturnError
 __all__ = ["Guards"]
 
 GuardFn = Callable[[Sequence[AnyMessage], "Runtime[Any] | None"], "Sequence[AnyMessage] | None"]
+ResumeGuardFn = Callable[[Any, "Runtime[Any] | None"], Any]
 
 
 @dataclass(frozen=True, slots=True)
 class Guards:
-    """The guards of one agent, in list order; falsy when there are none."""
+    """The guards of one agent, in list order; falsy when there are no message guards."""
 
     guards: tuple[tuple[str, GuardFn], ...] = ()
+    resume_guards: tuple[tuple[str, ResumeGuardFn], ...] = ()
 
     def __bool__(self) -> bool:
         return bool(self.guards)
@@ -68,6 +74,22 @@ class Guards:
             return self.messages(convert_to_messages(value), runtime)
         return value
 
+    def resume(self, value: Any) -> Any:
+        """A resume value through every resume guard, first listed first."""
+        for _owner, guard in self.resume_guards:
+            guarded = guard(value, None)
+            if guarded is not None:
+                value = guarded
+        return value
+
+    def input(self, value: Any) -> Any:
+        """An outside write (graph input, input ``Command``, ``update_state`` values) guarded."""
+        if self.resume_guards and isinstance(value, Command) and value.resume is not None:
+            resume = self.resume(value.resume)
+            if resume is not value.resume:
+                value = Command(graph=value.graph, update=value.update, resume=resume, goto=value.goto)
+        return self.update(value, None)
+
     def update(self, output: Any, runtime: Runtime[Any] | None) -> Any:
         """A node's return value (None, a dict, a ``Command``, or a list of them) with its ``messages`` guarded."""
         if not self.guards or output is None:
@@ -94,8 +116,10 @@ class Guards:
         return output
 
     def install(self, compiled: Any) -> None:
-        """Guard the graph input of ``compiled`` before LangGraph stores it (its first checkpoint included)."""
-        transform_input(compiled, lambda value: self.update(value, None))
+        """Guard the graph input of ``compiled`` before LangGraph stores it (its first checkpoint included), and an
+        input ``Command``'s resume value (with resume guards); nothing when the agent has no guard of either kind."""
+        if self.guards or self.resume_guards:
+            transform_input(compiled, self.input)
 
     def reducer(self) -> Callable[[Any, Any], Any]:
         """``add_messages`` with the guards applied to the incoming messages (``runtime`` None)."""

@@ -23,7 +23,9 @@ from langgraph.types import Command
 from middleware_kit.types import ExtendedModelResponse, ModelRequest, ModelResponse, ToolCallRequest
 
 __all__ = [
+    "GUARDS",
     "GUARD_MESSAGES",
+    "GUARD_RESUME",
     "HOOKS",
     "NODE_PHASES",
     "AfterToolHook",
@@ -42,11 +44,14 @@ __all__ = [
     "MessageGuard",
     "ModelRequestHook",
     "NodeHook",
+    "ResumeGuard",
     "WrapModelCallHook",
     "WrapToolCallHook",
 ]
 
-HookKind = Literal["node", "model_request", "wrap_model", "wrap_tool", "before_tool", "after_tool", "guard"]
+HookKind = Literal[
+    "node", "model_request", "wrap_model", "wrap_tool", "before_tool", "after_tool", "guard", "resume_guard"
+]
 
 JUMP_TARGETS: tuple[str, ...] = ("model", "tools", "end")
 """Every place a node hook may jump to (each :class:`HookSpec` says which of them it may use)."""
@@ -215,6 +220,22 @@ GUARD_MESSAGES = HookSpec(
 )
 """Not in :data:`HOOKS` (it is not a step of the run): the contract of ``guard_messages``."""
 
+GUARD_RESUME = HookSpec(
+    "guard_resume",
+    "resume_guard",
+    "forward",
+    frozenset(),
+    "None (unchanged) or the guarded resume value",
+    "A resume value (Command(resume=...): what a reviewer sends back, typed text included) before LangGraph stores it "
+    "as a pending write, which it does before any hook runs (runtime is None). Resume guards run in list order, sync "
+    "in both modes; they must be idempotent and must not mutate the value they receive; an exception refuses the "
+    "resume (nothing is stored). Not a step of the run: only middlewares that override it are resume guards.",
+)
+"""Not in :data:`HOOKS` (it is not a step of the run): the contract of ``guard_resume``."""
+
+GUARDS: Mapping[str, HookSpec] = MappingProxyType({spec.name: spec for spec in (GUARD_MESSAGES, GUARD_RESUME)})
+"""The guards: hooks that are not steps of the run but rewrite what LangGraph is about to store."""
+
 NODE_PHASES: tuple[str, ...] = ("before_agent", "before_model", "after_model", "after_agent")
 """The hooks that run as graph nodes (fused per phase)."""
 
@@ -225,6 +246,12 @@ class MessageGuard(Protocol):
     def __call__(
         self, messages: Sequence[AnyMessage], runtime: Runtime[Any] | None, /
     ) -> Sequence[AnyMessage] | None: ...
+
+
+class ResumeGuard(Protocol):
+    """``guard_resume(value, runtime) -> Any | None``: see :data:`GUARD_RESUME`."""
+
+    def __call__(self, value: Any, runtime: Runtime[Any] | None, /) -> Any: ...
 
 
 class NodeHook(Protocol):

@@ -43,7 +43,7 @@ class Pipeline:
     tools: tuple[BaseTool, ...]
     """Tools the middlewares add."""
     guards: Guards = field(default_factory=Guards)
-    """The middlewares that override ``guard_messages``, in list order."""
+    """The middlewares that override ``guard_messages`` (and ``guard_resume``), in list order."""
 
     @property
     def has_wrap_tool_call(self) -> bool:
@@ -167,9 +167,14 @@ def build_pipeline(
             check_hook(impl.owner, impl.hook, impl.sync, impl.async_)
 
     model_layers, tool_layers = _chain_layers(mws, hooks)
-    guards = Guards(tuple((mw.name, fn) for mw in mws if (fn := _implementation(mw, "guard_messages")) is not None))
+    guards = Guards(
+        tuple((mw.name, fn) for mw in mws if (fn := _implementation(mw, "guard_messages")) is not None),
+        tuple((mw.name, fn) for mw in mws if (fn := _implementation(mw, "guard_resume")) is not None),
+    )
     for owner, guard in guards.guards:
         check_hook(owner, "guard_messages", guard, None)
+    for owner, guard in guards.resume_guards:
+        check_hook(owner, "guard_resume", guard, None)
     return Pipeline(
         guards=guards,
         middleware=mws,

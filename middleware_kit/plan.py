@@ -53,6 +53,8 @@ class MiddlewarePlan:
     draw: Callable[[], str] = field(repr=False, compare=False, default=lambda: "")
     guards: tuple[str, ...] = ()
     """The middlewares that guard messages (``guard_messages``), in the order they run."""
+    resume_guards: tuple[str, ...] = ()
+    """The middlewares that guard resume values (``guard_resume``), in the order they run."""
 
     def mermaid(self) -> str:
         """The compiled graph as a Mermaid diagram (drawn on demand)."""
@@ -93,6 +95,9 @@ class MiddlewarePlan:
         if self.guards:
             lines.append("guards:     " + " -> ".join(f"{g}.guard_messages" for g in self.guards)
                          + "  (every messages write, before LangGraph commits it)")
+        if self.resume_guards:
+            lines.append("resume:     " + " -> ".join(f"{g}.guard_resume" for g in self.resume_guards)
+                         + "  (every Command(resume=...), before LangGraph stores it)")
         if any(h.own_node for h in self.hooks):
             lines.append("* a node of its own (the hook may interrupt; resuming it never re-runs its neighbours)")
         return "\n".join(lines)
@@ -156,4 +161,5 @@ def build_plan(
         tool_chain=tuple(f"{layer.owner}.{layer.hook}" for layer in pipeline.tool_layers),
         draw=draw,
         guards=pipeline.guards.owners,
+        resume_guards=tuple(owner for owner, _ in pipeline.guards.resume_guards),
     )

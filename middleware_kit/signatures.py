@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from middleware_kit.errors import HookSignatureError
-from middleware_kit.hooks import GUARD_MESSAGES, HOOKS, HookKind, HookMode
+from middleware_kit.hooks import GUARDS, HOOKS, HookKind, HookMode
 
 __all__ = ["PARAMETERS", "check_hook", "check_hook_function"]
 
@@ -26,16 +26,17 @@ PARAMETERS: dict[HookKind, tuple[str, ...]] = {
     "before_tool": ("request",),
     "after_tool": ("request", "result"),
     "guard": ("messages", "runtime"),
+    "resume_guard": ("value", "runtime"),
 }
 """What the engine passes each kind of hook, positionally (a flow wrap hook gets only the request)."""
 
 
 def _kind(hook: str) -> HookKind:
-    return GUARD_MESSAGES.kind if hook == GUARD_MESSAGES.name else HOOKS[hook].kind
+    return GUARDS[hook].kind if hook in GUARDS else HOOKS[hook].kind
 
 
 def check_hook(owner: str, hook: str, sync_fn: Callable[..., Any] | None, async_fn: Callable[..., Any] | None) -> None:
-    """Check both twins of ``hook`` (a key of :data:`HOOKS`, or ``guard_messages``) as ``owner`` defines them."""
+    """Check both twins of ``hook`` (a key of :data:`HOOKS` or of :data:`GUARDS`) as ``owner`` defines them."""
     kind = _kind(hook)
     flow = HookMode.of(sync_fn, async_fn, kind) is HookMode.FLOW
     if sync_fn is not None:
@@ -46,7 +47,7 @@ def check_hook(owner: str, hook: str, sync_fn: Callable[..., Any] | None, async_
 
 def check_hook_function(owner: str, method: str, fn: Callable[..., Any], *, flow: bool = False) -> None:
     """Raise :class:`HookSignatureError` unless ``fn`` can be called as the engine calls ``method``."""
-    hook = method[1:] if method not in HOOKS and method != GUARD_MESSAGES.name else method
+    hook = method[1:] if method not in HOOKS and method not in GUARDS else method
     kind = _kind(hook)
     is_async = method != hook
     params = ("request",) if flow else PARAMETERS[kind]

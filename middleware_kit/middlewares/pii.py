@@ -18,6 +18,10 @@ Where each thing happens:
 - ``before_agent``, ``strategy="hash"`` with ``salt=lambda runtime: ...`` only: the graph input is guarded before the
   run exists (no runtime, no tenant), its values sealed under a process-only key; the run's first step turns them
   into the tenant's hashes.
+- ``guard_resume`` (the engine's resume guard, with ``apply_to_input``): a resume value (what a reviewer types into
+  an edit or a rejection) is scanned before LangGraph stores it. Its placeholders carry their sealed value
+  (``<EMAIL_3f9a1c2e|pii2....>``: ciphertext, never the value) until the message the value reaches is guarded, which
+  moves the sealed value into that message's vault (and turns pending hashes into the tenant's hashes).
 
 The placeholder mapping is never held in plain text: a placeholder is named by an HMAC of the value under the
 deployment key, and the value is sealed (encrypted and authenticated with the key) in the ``response_metadata`` of
@@ -89,6 +93,8 @@ VAULT_KEY = "pii_vault"
 """The ``response_metadata`` key of a message holding ``{placeholder: sealed value}`` for the values it carried."""
 _STRATEGIES = ("redact", "mask", "hash", "block", "placeholder")
 _PLACEHOLDER = re.compile(r"<[^<>\s]{1,64}_[0-9a-f]{8}>")
+_CARRIED = re.compile(r"<([^<>\s|]{1,64}_[0-9a-f]{8})\|(pii\d\.[A-Za-z0-9_-]+)>")
+"""A placeholder carrying its sealed value (made by ``guard_resume``; settled into a vault by ``guard_messages``)."""
 _Where = Literal["input", "output", "tool_result", "request"]
 _SKIP_KEYS = frozenset({"type", "id", "tool_call_id", "data", "base64", "mime_type", "source_type"})
 """Content-block keys whose values are never scanned (identifiers, inline binary data)."""
@@ -225,6 +231,8 @@ class _Scrub:
     sealed: dict[str, str] = field(default_factory=dict)
     """Placeholders made for the message being scrubbed, with their sealed values."""
     _salt: bytes | None = None
+    carry: bool = False
+    """Placeholders carry their sealed value in the text (a resume value: there is no message to hold a vault)."""
 
     # text ------------------------------------------------------------------------------------------------------
     def text(self, text: str, where: _Where, index: int | None) -> str:
@@ -265,7 +273,7 @@ class _Scrub:
         name = keyring.name(pii_type, value)
         if name not in self.sealed:
             self.sealed[name] = keyring.seal(value)
-        return name
+        return f"{name[:-1]}|{self.sealed[name]}>" if self.carry else name
 
     # structures ------------------------------------------------------------------------------------------------
     def value(self, value: Any, where: _Where, index: int | None, *, blocks: bool = False) -> Any:
@@ -328,6 +336,17 @@ class _Scrub:
             new_kwargs = self.value(kwargs, kind, index)
             if new_kwargs is not kwargs:
                 update["additional_kwargs"] = new_kwargs
+
+
+def _searchable(message: BaseMessage) -> str:
+    """The text a carried or pending value could hide in: content, tool-call arguments, a tool artifact."""
+    content = message.content
+    text = content if isinstance(content, str) else repr(content)
+    if isinstance(message, AIMessage) and message.tool_calls:
+        text += repr(message.tool_calls)
+    if isinstance(message, ToolMessage) and message.artifact is not None:
+        text += repr(message.artifact)
+    return text
 
 
 def _strip_vault(message: Any) -> Any:
@@ -617,7 +636,7 @@ class PIIMiddleware(FrozenConfig, AgentMiddleware[AgentState[Any], Any]):
         scrub = _Scrub(self, runtime, "guard_messages")
         out: list[AnyMessage] | None = None
         for i, message in enumerate(messages):
-            new = scrub.message(message, i)
+            new = scrub.message(self._settled(message, runtime), i)
             if new is not message:
                 if out is None:
                     out = list(messages)
@@ -625,17 +644,63 @@ class PIIMiddleware(FrozenConfig, AgentMiddleware[AgentState[Any], Any]):
         self._report(scrub, runtime, "guard")
         return out
 
-    # -- the run's first step: tenant hashes for the input ----------------------------------------------------------
-    def before_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
-        """``hash`` with ``salt=lambda runtime: ...``: replace the input's pending hashes by the tenant's hashes (the
-        input was guarded before the run existed). Values sealed by another process (a restart in between) are
-        redacted instead. A substring test per message: no detector pass."""
-        if self._pending is None:
+    # -- resume values: what a reviewer sends back ----------------------------------------------------------------
+    def guard_resume(self, value: Any, runtime: Runtime[Any] | None) -> Any:
+        """Scan a resume value (edited arguments, a rejection note) before LangGraph stores it, as the input is
+        scanned (``apply_to_input``); ``placeholder`` values are carried sealed in their placeholder until the
+        message they reach is guarded. ``block`` refuses the resume (nothing is stored)."""
+        if not self.apply_to_input:
             return None
+        scrub = _Scrub(self, runtime, "guard_resume", carry=True)
+        guarded = scrub.value(value, "input", None)
+        self._report(scrub, runtime, "resume")
+        return None if guarded is value else guarded
+
+    def _settled(self, message: BaseMessage, runtime: Runtime[Any] | None) -> BaseMessage:
+        """``message`` with the carried placeholders of this type moved into its vault, and (with a runtime) pending
+        hashes turned into the tenant's hashes. The same object when it carries none (a substring test)."""
+        carried, pending = f"<{self.pii_type.upper()}_", f"<{self.pii_type}_hash:pending:"
+        text = _searchable(message)
+        has_carried = self.strategy == "placeholder" and "|pii" in text and carried in text
+        has_pending = runtime is not None and self._pending is not None and pending in text
+        if not (has_carried or has_pending):
+            return message
+        vault: dict[str, str] = {}
+
+        def carry(m: re.Match[str]) -> str:
+            if not m.group(1).startswith(carried[1:]):
+                return m.group()
+            vault[f"<{m.group(1)}>"] = m.group(2)
+            return f"<{m.group(1)}>"
+
+        settle = self._settle_pending(runtime) if has_pending else None
+
+        def fix(value: Any) -> Any:
+            def one(t: str) -> str:
+                if has_carried and "|pii" in t:
+                    t = _CARRIED.sub(carry, t)
+                return settle(t) if settle is not None else t
+
+            return _replace_strings(value, one)
+
+        update: dict[str, Any] = {"content": fix(message.content)}
+        if isinstance(message, AIMessage) and message.tool_calls:
+            update["tool_calls"] = fix(message.tool_calls)
+        if isinstance(message, ToolMessage) and message.artifact is not None:
+            update["artifact"] = fix(message.artifact)
+        if vault:
+            meta = dict(message.response_metadata)
+            meta[VAULT_KEY] = {**(meta.get(VAULT_KEY) or {}), **vault}
+            update["response_metadata"] = meta
+        return message.model_copy(update=update)
+
+    def _settle_pending(self, runtime: Any) -> Callable[[str], str]:
+        """``text -> text`` with this type's pending hashes replaced by the tenant's hashes; values sealed by another
+        process (a restart in between) are redacted instead."""
         marker = f"<{self.pii_type}_hash:pending:"
         pattern = re.compile(re.escape(marker) + r"([A-Za-z0-9_.-]+)>")
         salt = self.salt_for(runtime)
-        keyring = self._pending
+        keyring = cast(Keyring, self._pending)
 
         def settle(m: re.Match[str]) -> str:
             try:
@@ -645,19 +710,19 @@ class PIIMiddleware(FrozenConfig, AgentMiddleware[AgentState[Any], Any]):
             digest = hmac.new(cast(bytes, salt), value.encode(), hashlib.sha256).hexdigest()[:16]
             return f"<{self.pii_type}_hash:{digest}>"
 
-        def fix(value: Any) -> Any:
-            return _replace_strings(value, lambda t: pattern.sub(settle, t) if marker in t else t)
+        return lambda text: pattern.sub(settle, text) if marker in text else text
 
+    # -- the run's first step: tenant hashes for the input ----------------------------------------------------------
+    def before_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """``hash`` with ``salt=lambda runtime: ...``: replace the input's pending hashes by the tenant's hashes (the
+        input was guarded before the run existed). A substring test per message: no detector pass."""
+        if self._pending is None:
+            return None
+        marker = f"<{self.pii_type}_hash:pending:"
         changed = []
         for message in state.get("messages") or ():
-            if marker not in repr(message.content) and not (
-                isinstance(message, AIMessage) and marker in repr(message.tool_calls)
-            ):
-                continue
-            update: dict[str, Any] = {"content": fix(message.content)}
-            if isinstance(message, AIMessage) and message.tool_calls:
-                update["tool_calls"] = fix(message.tool_calls)
-            changed.append(message.model_copy(update=update))
+            if marker in _searchable(message):
+                changed.append(self._settled(message, runtime))
         return {"messages": changed} if changed else None
 
     # -- the model call --------------------------------------------------------------------------------------------
@@ -732,7 +797,16 @@ class PIIMiddleware(FrozenConfig, AgentMiddleware[AgentState[Any], Any]):
 
     # -- tools ---------------------------------------------------------------------------------------------------
     def wrap_tool_call(self, request: ToolCallRequest) -> ToolCallFlow:
-        """``placeholder``: give the tool the real values, and turn the ones it echoes back into placeholders."""
+        """``placeholder``: give the tool the real values, and turn the ones it echoes back into placeholders.
+        ``hash`` with a salt function: a pending hash still in the arguments (a value a reviewer typed, guarded
+        before the run continued) becomes the tenant's hash."""
+        if self.strategy == "hash" and self._pending is not None:
+            call = request.tool_call
+            marker = f"<{self.pii_type}_hash:pending:"
+            if marker in repr(call["args"]):
+                args = _replace_strings(call["args"], self._settle_pending(request.runtime))
+                request = request.override(tool_call={**call, "args": args})
+            return (yield request)
         if self.strategy != "placeholder":
             return (yield request)
         call = request.tool_call

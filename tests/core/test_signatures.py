@@ -154,6 +154,17 @@ def test_guard_messages_signature_is_checked() -> None:
     assert info.value.expected == "def guard_messages(self, messages, runtime)"
 
 
+def test_guard_resume_signature_is_checked() -> None:
+    class Guard(AgentMiddleware):
+        def guard_resume(self, value: Any) -> Any:  # type: ignore[override]
+            return None
+
+    with pytest.raises(HookSignatureError) as info:
+        build(Guard())
+    assert info.value.hook == "guard_resume" and info.value.middleware == "Guard"
+    assert info.value.expected == "def guard_resume(self, value, runtime)"
+
+
 def test_callable_objects_and_partials_are_checked_by_their_call_signature() -> None:
     import functools
 

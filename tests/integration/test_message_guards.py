@@ -287,3 +287,82 @@ def test_tool_results_and_command_updates_are_guarded(run: Runner) -> None:
     tool_texts = sorted(str(m.content) for m in result["messages"] if isinstance(m, ToolMessage))
     assert tool_texts == ["cmd [x]", "the [x] for q"]
     assert RAW.encode() not in memory_bytes(saver)
+
+
+class ResumeScrub(AgentMiddleware):
+    """A resume guard: scrubs the secret out of every resume value; refuses one holding "REFUSE"."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[Any, Runtime[Any] | None]] = []
+
+    def guard_resume(self, value: Any, runtime: Runtime[Any] | None) -> Any:
+        self.seen.append((value, runtime))
+        if "REFUSE" in repr(value):
+            raise ValueError("ResumeScrub.guard_resume: this resume is refused")
+        return scrub(value) if RAW in repr(value) else None
+
+
+class AskHuman(AgentMiddleware):
+    """before_model: asks a human once per turn and writes the answer as a message."""
+
+    def before_model(self, state: Any, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        from langgraph.types import interrupt
+
+        if any(isinstance(m, HumanMessage) and m.content.startswith("answer:") for m in state["messages"]):
+            return None
+        return {"messages": [HumanMessage(f"answer: {interrupt('your name?')}")]}
+
+
+def resume_agent(saver: Any, *middleware: AgentMiddleware) -> Any:
+    return create_agent(ScriptedChatModel(["hello"], cycle=True), middleware=[*middleware, AskHuman()],
+                        checkpointer=saver)
+
+
+def test_a_resume_value_is_guarded_before_langgraph_stores_it(run: Runner) -> None:
+    saver, guard = InMemorySaver(), ResumeScrub()
+    agent = resume_agent(saver, guard)
+    config = {"configurable": {"thread_id": "t"}}
+    run(agent, {"messages": [HumanMessage("hi")]}, config=config)
+    out = run(agent, Command(resume={"name": f"{RAW} agent", "tags": [RAW, 3]}), config=config)
+    assert out["messages"][1].content == "answer: {'name': '[x] agent', 'tags': ['[x]', 3]}"
+    assert RAW.encode() not in memory_bytes(saver)  # the __resume__ write included
+    assert guard.seen and all(runtime is None for _, runtime in guard.seen)
+    assert "resume:     ResumeScrub.guard_resume" in str(agent.middleware_plan)
+
+
+def test_a_refused_resume_stores_nothing_and_the_interrupt_stays(run: Runner) -> None:
+    saver = InMemorySaver()
+    agent = resume_agent(saver, ResumeScrub())
+    config = {"configurable": {"thread_id": "t"}}
+    run(agent, {"messages": [HumanMessage("hi")]}, config=config)
+    before = memory_bytes(saver)
+    with pytest.raises(ValueError, match="this resume is refused"):
+        run(agent, Command(resume="REFUSE me"), config=config)
+    assert memory_bytes(saver) == before and agent.get_state(config).interrupts
+    out = run(agent, Command(resume="Ada"), config=config)
+    assert out["messages"][1].content == "answer: Ada"
+
+
+def test_resume_guards_run_in_list_order_and_without_guards_nothing_changes(run: Runner) -> None:
+    order: list[str] = []
+
+    class Tag(AgentMiddleware):
+        def __init__(self, tag: str) -> None:
+            self.tag = tag
+
+        @property
+        def name(self) -> str:
+            return f"Tag{self.tag}"
+
+        def guard_resume(self, value: Any, runtime: Runtime[Any] | None) -> Any:
+            order.append(self.tag)
+            return f"{value}{self.tag}"
+
+    agent = resume_agent(InMemorySaver(), Tag("1"), Tag("2"))
+    config = {"configurable": {"thread_id": "t"}}
+    run(agent, {"messages": [HumanMessage("hi")]}, config=config)
+    out = run(agent, Command(resume="x"), config=config)
+    assert out["messages"][1].content == "answer: x12" and order == ["1", "2"]
+    plain = resume_agent(InMemorySaver())
+    run(plain, {"messages": [HumanMessage("hi")]}, config=config)
+    assert run(plain, Command(resume=f"{RAW}"), config=config)["messages"][1].content == f"answer: {RAW}"

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
+import hmac
 import itertools
 import logging
 import pickle
@@ -552,8 +554,16 @@ def test_concurrent_threads_each_get_their_own_values() -> None:
         assert not Store("memory", saver).leaks(email)
 
 
-def _review_and_edit(run: Any, strategy: Strategy) -> tuple[Any, InMemorySaver, ScriptedChatModel, list[str]]:
-    """The model calls send_email(SECRET); the reviewer edits the address to TYPED (a raw value) and approves."""
+def _review(
+    run: Any,
+    strategy: Strategy,
+    decision: dict[str, Any],
+    saver: BaseCheckpointSaver[Any] | None = None,
+    salt: Any = None,
+    to: str = SECRETS["email"],
+) -> tuple[Any, BaseCheckpointSaver[Any], ScriptedChatModel, list[str], Any]:
+    """The model calls send_email(SECRET); the reviewer answers with ``decision`` (holding raw values they typed).
+    Returns the resumed run's result (or the error it raised), the saver, the model, what the tool got, the agent."""
     ran: list[str] = []
 
     @tool
@@ -562,15 +572,16 @@ def _review_and_edit(run: Any, strategy: Strategy) -> tuple[Any, InMemorySaver, 
         ran.append(to)
         return f"sent to {to}"
 
-    model = ScriptedChatModel([AIMessage("", tool_calls=[tool_call("send_email", {"to": SECRETS["email"]})]), "sent"])
+    model = ScriptedChatModel([AIMessage("", tool_calls=[tool_call("send_email", {"to": to})]), "sent"])
     pii = PIIMiddleware(
         "email",
         strategy=strategy,
         apply_to_output=True,
         apply_to_tool_results=True,
         key=KEY if strategy == "placeholder" else None,
+        **({"salt": salt} if salt is not None else {}),
     )
-    saver = InMemorySaver()
+    saver = saver or InMemorySaver()
     agent = create_agent(
         model,
         [send_email],
@@ -579,34 +590,79 @@ def _review_and_edit(run: Any, strategy: Strategy) -> tuple[Any, InMemorySaver, 
     )
     config: Any = {"configurable": {"thread_id": "t"}}
     run(agent, {"messages": [HumanMessage("go")]}, config=config)
-    edit = {"type": "edit", "edited_action": {"name": "send_email", "args": {"to": TYPED}}}
-    out = run(agent, Command(resume={"decisions": [edit]}), config=config)
-    return out, saver, model, ran
+    try:
+        out = run(agent, Command(resume={"decisions": [decision]}), config=config)
+    except Exception as exc:  # returned for the test to inspect
+        out = exc
+    return out, saver, model, ran, agent
 
 
 TYPED = "typed.by.reviewer@example.net"
+EDIT = {"type": "edit", "edited_action": {"name": "send_email", "args": {"to": TYPED}}}
+REJECT = {"type": "reject", "message": f"Do not send it; write to {TYPED} instead."}
 
 
-@pytest.mark.parametrize("strategy", ["redact", "placeholder"])
+def _resume_writes(saver: InMemorySaver) -> list[Any]:
+    return [value for writes in saver.writes.values() for _t, channel, value, *_ in writes.values()
+            if channel == "__resume__"]
+
+
+@pytest.mark.parametrize("strategy", ["redact", "mask", "placeholder"])
 def test_a_reviewer_edit_with_a_raw_value_is_guarded_too(run: Any, strategy: Strategy) -> None:
-    out, saver, model, ran = _review_and_edit(run, strategy)
-    assert ran == ([TYPED] if strategy == "placeholder" else ["[REDACTED_EMAIL]"])
+    out, saver, model, ran, _ = _review(run, strategy, EDIT)
+    assert isinstance(saver, InMemorySaver)
+    expected = {"placeholder": TYPED, "redact": "[REDACTED_EMAIL]", "mask": "typed.by.reviewer@****.net"}
+    assert ran == [expected[strategy]]  # placeholder: the tool gets what the reviewer typed
     for raw in (SECRETS["email"], TYPED):
         assert not leaked(raw, repr(out)) and not leaked(raw, model_inputs(model))
-    assert not Store("memory", saver).leaks(SECRETS["email"])
-    # The edited tool call reaching state is guarded; the reviewer's decision itself is LangGraph's resume payload,
-    # stored as the __resume__ pending write (not a message: no guard sees it). Nothing else holds the typed value.
-    assert Store("memory", saver).leaks(TYPED) <= {"write:__resume__"}
+        assert not Store("memory", saver).leaks(raw)  # the __resume__ write included
+    resumes = _resume_writes(saver)
+    assert resumes  # LangGraph stored the reviewer's decision (guarded) as the resume write
+    assert not leaked(TYPED, b"|".join(b for value in resumes for b in _walk(value)))
+    if strategy == "placeholder":
+        assert "|pii" in repr(resumes)  # carried sealed in the resume write ...
+        assert "|pii" not in repr(out["messages"])  # ... and settled into a vault once it reached a message
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="engine: LangGraph stores Command(resume=...) payloads as __resume__ pending writes before any hook runs; "
-    "a value a reviewer TYPES into an edit decision is stored there raw (needs a guard on resume payloads; H7 handoff)",
-)
-def test_a_value_typed_by_a_reviewer_is_not_stored_in_the_resume_write(run: Any) -> None:
-    _, saver, _, _ = _review_and_edit(run, "redact")
+def test_a_reviewers_rejection_note_is_guarded(run: Any) -> None:
+    out, saver, model, ran, _ = _review(run, "placeholder", REJECT)
+    assert ran == []
+    note = out["messages"][2]
+    assert note.status == "error" and "<EMAIL_" in note.content and TYPED not in note.content
+    assert REJECT["message"] in reveal(note.content, messages=out["messages"], key=KEY)
+    for raw in (SECRETS["email"], TYPED):
+        assert not leaked(raw, model_inputs(model)) and not Store("memory", saver).leaks(raw)
+
+
+def test_block_refuses_a_resume_holding_a_raw_value_and_stores_nothing(run: Any) -> None:
+    out, saver, _, ran, agent = _review(run, "block", EDIT, to="the team")
+    assert isinstance(out, PIIDetectionError) and out.hook == "guard_resume" and TYPED not in str(out)
+    assert ran == [] and not Store("memory", saver).leaks(TYPED)
+    config: Any = {"configurable": {"thread_id": "t"}}
+    assert agent.get_state(config).interrupts  # still waiting for a decision: the refused one left no trace
+    clean = {"type": "edit", "edited_action": {"name": "send_email", "args": {"to": "the whole team"}}}
+    out = run(agent, Command(resume={"decisions": [clean]}), config=config)
+    assert ran == ["the whole team"] and out["messages"][-1].content == "sent"
+
+
+def test_a_tenant_hash_of_a_typed_value_is_the_tenants(run: Any) -> None:
+    salts = {"acme": b"acme-salt-0123456789"}
+    _, saver, _, ran, _ = _review(run, "hash", EDIT, salt=lambda runtime: salts["acme"])
+    digest = hmac.new(salts["acme"], TYPED.encode(), hashlib.sha256).hexdigest()[:16]
+    assert ran == [f"<email_hash:{digest}>"]  # settled with the run's salt when the edit reached a message
     assert not Store("memory", saver).leaks(TYPED)
+
+
+def test_the_raw_bytes_of_sqlite_never_hold_a_typed_value(tmp_path: Path) -> None:
+    path = tmp_path / "review.db"
+    conn = sqlite3.connect(path, check_same_thread=False)
+    try:
+        out, _, _, ran, _ = _review(lambda agent, inp, config: agent.invoke(inp, config), "placeholder", EDIT,
+                                    saver=SqliteSaver(conn))
+        assert ran == [TYPED] and out["messages"][-1].content == "sent"
+    finally:
+        conn.close()
+    assert not Store("sqlite", InMemorySaver(), path=path).leaks(TYPED)
 
 
 def test_tool_artifacts_are_guarded(run: Any) -> None:
