@@ -108,7 +108,10 @@ def resume_all(run: Runner, agent: Any, decision_for: Any, thread: str = "t") ->
 
 def requests_of(value: Any) -> list[Any]:
     """The action requests of an interrupt value in either mode (``tool_approval`` in per-call mode)."""
-    return list(value.get("action_requests") or [value["action_request"]])
+    if value.get("type") == "tool_approval":
+        return [{"name": value["name"], "args": value["args"], "description": value["description"],
+                 "id": value["tool_call_id"]}]
+    return list(value["action_requests"])
 
 
 def assert_paired(messages: list[Any]) -> None:
@@ -203,11 +206,10 @@ def test_edit_runs_the_reviewers_call_and_the_model_is_told(run: Runner, kit: Ki
         "name": "send_email", "args": {"to": "ann@example.com", "body": "hi"}
     }
     assert result.tool_call_id == "c_email" and result.status == "success"
-    assert result.content.startswith("[A human reviewer edited this call before it ran.")
-    assert 'send_email({"body": "hello", "to": "bob@example.com"})' in result.content  # what ran
-    assert 'send_email({"body": "hi", "to": "ann@example.com"})' in result.content  # what was asked
-    assert "do not repeat the requested call" in result.content
-    assert result.content.endswith("sent to bob@example.com")
+    assert result.content.startswith("Note: a human reviewer replaced this tool call before it ran.")  # LangChain's
+    assert 'Executed instead: send_email with arguments {"to": "bob@example.com", "body": "hello"}.' in result.content
+    assert "Do not re-issue your original call." in result.content
+    assert result.content.endswith("\n\nTool response:\nsent to bob@example.com")
     assert model.calls[1].messages[2].content == result.content  # the model sees the note
 
 
@@ -219,7 +221,8 @@ def test_edit_may_switch_to_another_offered_tool(run: Runner, kit: Kit, mode_: M
     out = resume_all(run, agent, lambda r: {"type": "edit", "edited_action": {"name": "add", "args": {"a": 2, "b": 3}}})
     assert kit.ran == [("add", {"a": 2, "b": 3})]
     assert out["messages"][2].name == "add"
-    assert "It ran as add(" in out["messages"][2].content and "requested delete_file(" in out["messages"][2].content
+    assert 'Executed instead: add with arguments {"a": 2, "b": 3}.' in out["messages"][2].content
+    assert out["messages"][1].response_metadata["human_review"]["c_delete"]["requested"]["name"] == "delete_file"
 
 
 @pytest.mark.parametrize("mode_", MODES)
@@ -238,10 +241,11 @@ def test_reject_answers_the_call_with_an_error_and_nothing_dangles(
     assert messages[1].tool_calls == [EMAIL, ADD]  # the AIMessage keeps the rejected call
     rejection = next(m for m in messages if isinstance(m, ToolMessage) and m.tool_call_id == "c_email")
     assert rejection.status == "error" and rejection.name == "send_email"
-    assert "User rejected the tool call for `send_email` with id c_email" in rejection.content  # LangChain's text
-    assert "Do not retry it" in rejection.content
-    if message:
-        assert str(rejection.content).startswith(message)  # LangChain: the reviewer's message is the content
+    if message:  # LangChain 1.5's texts
+        assert rejection.content == f"User rejected the tool call for `send_email` with reason: {message}"
+    else:
+        assert rejection.content.startswith("User rejected the tool call for `send_email` with id c_email.")
+        assert "Do not retry this tool call unless the user explicitly requests it." in rejection.content
     assert_paired(messages)
     assert_paired(list(model.calls[1].messages))  # what the model was sent
     assert not any("was not executed: the run" in str(m.content) for m in messages)  # no framework closing needed
@@ -304,12 +308,12 @@ def test_per_call_mode_interrupts_once_per_gated_call(run: Runner, kit: Kit) -> 
     first = run(agent, {"messages": [HumanMessage("go")]}, config=config())
     (one,) = first["__interrupt__"]
     assert one.value["type"] == "tool_approval"  # LangChain 1.5's ToolApprovalRequest
-    assert one.value["action_request"]["name"] == "send_email"
-    assert one.value["review_config"]["allowed_decisions"] == ["approve", "edit", "reject", "respond"]
+    assert (one.value["name"], one.value["tool_call_id"]) == ("send_email", "c_email")
+    assert all(f'"{kind}"' in json.dumps(one.response_schema) for kind in ("approve", "edit", "reject", "respond"))
     # LangGraph's resume map, keyed by interrupt id, with one decision as the value.
     second = run(agent, Command(resume={one.id: {"type": "approve"}}), config=config())
     (two,) = second["__interrupt__"]
-    assert two.value["action_request"]["name"] == "delete_file"
+    assert two.value["name"] == "delete_file"
     assert kit.ran == []  # nothing runs until every call of the turn is decided
     out = run(agent, Command(resume={"type": "reject"}), config=config())
     assert sorted(name for name, _ in kit.ran) == ["add", "send_email"]
@@ -409,9 +413,9 @@ def test_per_call_bad_resume_of_the_second_call_keeps_the_first_decision(run: Ru
     run(agent, Command(resume=edit), config=config())
     with pytest.raises(InvalidResumeError, match="Decision type 'edit' is not allowed for tool 'delete_file'"):
         run(agent, Command(resume={"type": "edit", "edited_action": {"args": {"path": "/"}}}), config=config())
-    assert pending(agent)[0]["action_request"]["name"] == "delete_file"
+    assert pending(agent)[0]["name"] == "delete_file"
     run(agent, Command(resume={"type": "approve"}), config=config())
-    assert kit.ran == [("send_email", {"to": "z@z.z", "body": "b"}), ("delete_file", {"path": "/tmp/x"})]
+    assert sorted(kit.ran) == [("delete_file", {"path": "/tmp/x"}), ("send_email", {"to": "z@z.z", "body": "b"})]
 
 
 def test_malformed_then_correct_resume_with_a_sqlite_file(tmp_path: Path, kit: Kit) -> None:
@@ -456,7 +460,9 @@ def test_edit_is_checked_against_a_configured_args_schema(run: Runner, kit: Kit)
         run(agent, Command(resume={"decisions": [{"type": "approve"}, escape]}), config=config())
     run(agent, Command(resume={"decisions": [{"type": "approve"}, {"type": "edit", "edited_action": {
         "args": {"path": "/tmp/y"}}}]}), config=config())
-    assert kit.ran == [("send_email", {"to": "ann@example.com", "body": "hi"}), ("delete_file", {"path": "/tmp/y"})]
+    assert sorted(kit.ran) == [  # parallel tasks: either order
+        ("delete_file", {"path": "/tmp/y"}), ("send_email", {"to": "ann@example.com", "body": "hi"})
+    ]
 
 
 
@@ -685,7 +691,7 @@ def test_retries_listed_after_it_are_not_reviewed_again(run: Runner) -> None:
     edit = {"type": "edit", "edited_action": {"name": "flaky", "args": {"x": 7}}}
     done = run(agent, Command(resume={"decisions": [edit]}), config=config())
     assert attempts == [7, 7]  # retried inside, reviewed once
-    assert done["messages"][2].content.endswith("ok 7") and "edited this call" in done["messages"][2].content
+    assert done["messages"][2].content.endswith("ok 7") and "Executed instead: flaky" in done["messages"][2].content
     assert done["messages"][-1].content == "done"
 
 
@@ -723,10 +729,13 @@ def test_two_instances_review_their_own_tools(run: Runner, kit: Kit) -> None:
     second = run(agent, Command(resume={"decisions": [edit]}), config=config())
     assert [r["name"] for r in second["__interrupt__"][0].value["action_requests"]] == ["send_email"]
     out = run(agent, Command(resume={"decisions": [{"type": "approve"}]}), config=config())
-    assert kit.ran == [("send_email", {"to": "ann@example.com", "body": "hi"}), ("delete_file", {"path": "/tmp/y"})]
+    # the two approved calls run as parallel tasks: in either order
+    assert sorted(kit.ran) == [
+        ("delete_file", {"path": "/tmp/y"}), ("send_email", {"to": "ann@example.com", "body": "hi"})
+    ]
     review = out["messages"][1].response_metadata["human_review"]
     assert (review["c_email"]["middleware"], review["c_delete"]["middleware"]) == ("mail_review", "file_review")
-    notes = [m.content.count("edited this call") for m in out["messages"] if isinstance(m, ToolMessage)]
+    notes = [m.content.count("Executed instead:") for m in out["messages"] if isinstance(m, ToolMessage)]
     assert sorted(notes) == [0, 1]  # annotated once, by the instance that edited it
     assert agent.get_state(config()).values.get("human_in_the_loop_pending") == {}
 
@@ -795,7 +804,8 @@ async def test_async_hook_with_patched_interrupt() -> None:
         ({"interrupt_on": {"x": {"allowed_decisions": ["approve"], "args_schema": "s"}}}, "JSON schema dict"),
         ({"interrupt_on": {"x": "yes"}}, "use True, False or an InterruptOnConfig"),
         ({"interrupt_on": ["x"]}, "interrupt_on must be a dict"),
-        ({"interrupt_on": {}, "interrupt_mode": "each"}, "interrupt_mode='each'"),
+        ({"interrupt_on": {}, "interrupt_mode": "each"},
+         "`interrupt_mode` must be 'batched' or 'per_call', got 'each'"),
     ],
 )
 def test_configuration_is_validated_when_built(kwargs: dict[str, Any], message: str) -> None:
