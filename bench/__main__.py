@@ -13,6 +13,7 @@ from importlib.metadata import version
 from bench.async_bench import run_async_benchmark
 from bench.checkpoints import count_checkpoints
 from bench.fixtures import NS
+from bench.flow_micro import flow_verdict, format_flow_micro, run_flow_micro
 from bench.micro import format_micro, run_micro
 from bench.report import format_async, format_checkpoints, format_derived, format_detail, format_main_table
 from bench.subjects import Subject, bare_subject, hand_subject, inline_subject, mk_subject
@@ -107,6 +108,8 @@ def main(argv: list[str] | None = None) -> int:
     counts = count_checkpoints(NS)
     _progress("timing the hooks without a graph")
     micro = run_micro(loops=1000 if args.quick else 5000)
+    _progress("timing flows vs async twins vs sync-only wrap hooks without a graph")
+    flow_micro = run_flow_micro(rounds=30 if args.quick else 150)
 
     async_report = None
     if not args.skip_async:
@@ -125,6 +128,9 @@ def main(argv: list[str] | None = None) -> int:
     print(derived)
     print()
     print(format_micro(micro))
+    print()
+    print(format_flow_micro(flow_micro))
+    verdicts.append(flow_verdict(flow_micro))
     print()
     ckpt_text, ckpt_verdicts = format_checkpoints(counts)
     print(ckpt_text)

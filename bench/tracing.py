@@ -16,6 +16,13 @@ Per event on the custom stream (a middleware sending ``K`` events from ``before_
 Subjects run in interleaved rounds (every round runs every subject once per batch, in rotated order) so drift of
 the machine hits all alike; the figures are medians of per-invoke times. Options: ``--rounds``, ``--batch``,
 ``--events``.
+
+``--baseline DIR`` (a directory holding another ``middleware_kit`` package, e.g. ``git archive HEAD middleware_kit |
+tar -x -C DIR``) adds the comparison across versions, in the same run: two worker processes (this tree and
+``DIR``), driven in interleaved rounds, each timing the same agent (3 no-op middlewares, one tool round trip: 15 hook
+calls per invoke) with ``off`` (no handler), ``callback`` (a langchain-core handler that does nothing: the cost of
+the runs themselves, every hook a run here) and ``otel``. The per-hook overhead with tracing off is
+``(off - baseline off) / 15``.
 """
 
 from __future__ import annotations
@@ -147,7 +154,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--batch", type=int, default=15)
     parser.add_argument("--events", type=int, default=50, help="events per before_model in the event rows")
+    parser.add_argument("--baseline", metavar="DIR", help="also compare with the middleware_kit package in DIR")
     args = parser.parse_args(argv)
+    if args.baseline:
+        compare_versions(args.baseline, args.rounds, args.batch)
+        print()
     subjects = _subjects(args.events)
     times = measure(subjects, args.rounds, args.batch)
     median = {name: statistics.median(ts) * 1000 for name, ts in times.items()}
@@ -163,6 +174,111 @@ def main(argv: list[str] | None = None) -> None:
     plain_us, typed_us = (statistics.median(_LOOP_TIMES[t]) * 1e6 for t in (False, True))
     print(f"one event, timed inside the hook (median of {len(_LOOP_TIMES[True])} loops of {args.events}): "
           f"plain dict {plain_us:.2f} us, typed Event {typed_us:.2f} us, ratio {typed_us / plain_us:.2f}")
+
+
+_WORKER = r"""
+import json, sys, time
+from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.tools import tool
+from middleware_kit import AgentMiddleware, create_agent
+from middleware_kit.testing import ScriptedChatModel, tool_call
+
+@tool
+def add(a: int, b: int) -> int:
+    "Add two integers."
+    return a + b
+
+class Noop(AgentMiddleware):
+    def __init__(self, i):
+        self.name = f"noop{i}"
+    def before_model(self, state, runtime):
+        return None
+    def wrap_model_call(self, request, handler):
+        return handler(request)
+    def wrap_tool_call(self, request, handler):
+        return handler(request)
+
+class Quiet(BaseCallbackHandler):
+    pass
+
+model = ScriptedChatModel([AIMessage("", tool_calls=[tool_call("add", {"a": 1, "b": 2})]), "3"], cycle=True)
+agent = create_agent(model, [add], middleware=[Noop(i) for i in range(3)])
+inp = {"messages": [HumanMessage("1+2?")]}
+configs = {"off": None, "callback": {"callbacks": [Quiet()]}}
+try:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from middleware_kit.otel import OpenTelemetryCallbackHandler
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    configs["otel"] = {"callbacks": [OpenTelemetryCallbackHandler(tracer_provider=provider)]}
+except ImportError:
+    exporter = None
+for config in configs.values():
+    for _ in range(10):
+        agent.invoke(inp, config)
+import gc
+gc.collect()
+gc.freeze()
+print(json.dumps(sorted(configs)), flush=True)
+for line in sys.stdin:
+    subject, batch = line.split()
+    times = []
+    for _ in range(int(batch)):
+        start = time.perf_counter()
+        agent.invoke(inp, configs[subject])
+        times.append(time.perf_counter() - start)
+        if exporter is not None:
+            exporter.clear()
+    print(json.dumps(times), flush=True)
+"""
+def _hook_calls() -> int:
+    """Hook calls per invoke of the worker's agent: 2 model turns x 3 middlewares x (before_model + wrap_model_call)
+    + 1 tool call x 3 wrap_tool_call = 15."""
+    return 2 * 3 * 2 + 3
+
+
+def compare_versions(baseline: str, rounds: int, batch: int) -> None:
+    """Time this tree and ``baseline`` in two workers, interleaved, and print the medians and ratios."""
+    import json
+    import subprocess
+    from pathlib import Path
+
+    here = str(Path(__file__).resolve().parents[1])
+    workers: dict[str, Any] = {}
+    subjects: dict[str, list[str]] = {}
+    for label, root in (("before", baseline), ("after", here)):
+        proc = subprocess.Popen([sys.executable, "-c", _WORKER], cwd=root, text=True, stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE)
+        assert proc.stdout is not None
+        workers[label] = proc
+        subjects[label] = json.loads(proc.stdout.readline())
+    pairs = [(label, subject) for label in workers for subject in subjects[label]]
+    times: dict[tuple[str, str], list[float]] = {pair: [] for pair in pairs}
+    for r in range(rounds):
+        for label, subject in pairs[r % len(pairs):] + pairs[:r % len(pairs)]:
+            proc = workers[label]
+            proc.stdin.write(f"{subject} {batch}\n")
+            proc.stdin.flush()
+            times[(label, subject)].extend(json.loads(proc.stdout.readline()))
+    for proc in workers.values():
+        proc.stdin.close()
+        proc.wait()
+    med = {pair: statistics.median(ts) * 1000 for pair, ts in times.items()}
+    base = med[("before", "off")]
+    print(f"versions: {rounds * batch} invokes per subject, medians (ms per invoke), ratios vs 'before off' "
+          f"(before = {baseline})")
+    print(f"{'version':<8} {'subject':<10} {'ms/invoke':>10} {'ratio':>7}")
+    for label, subject in pairs:
+        print(f"{label:<8} {subject:<10} {med[(label, subject)]:>10.3f} {med[(label, subject)] / base:>7.2f}")
+    per_hook = (med[("after", "off")] - base) * 1000 / _hook_calls()
+    print(f"tracing off, per hook call: {per_hook:+.2f} us ({_hook_calls()} hook calls per invoke)")
+    for subject in ("callback", "otel"):
+        if ("after", subject) in med:
+            print(f"{subject} on vs off (after): {med[('after', subject)] / med[('after', 'off')]:.2f}x")
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ The first middleware in the list is the outermost layer of the onion. See ``docs
 from langgraph.runtime import Runtime
 
 from middleware_kit.agent import create_agent
+from middleware_kit.agent_defaults import AgentDefaults, agent_scope, current_agent
 from middleware_kit.decorators import (
     after_agent,
     after_model,
@@ -116,6 +117,7 @@ from middleware_kit.structured_output import (
     StructuredOutputValidationError,
     ToolStrategy,
 )
+from middleware_kit.trace_policy import TracePolicy, configure_trace_policy, omit_payload
 from middleware_kit.types import (
     AgentState,
     ContextT,
@@ -139,6 +141,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Action",
     "AgentArgumentError",
+    "AgentDefaults",
     "AgentMiddleware",
     "AgentState",
     "AnthropicPromptCachingMiddleware",
@@ -229,6 +232,7 @@ __all__ = [
     "ToolErrorMiddleware",
     "ToolRetryMiddleware",
     "ToolStrategy",
+    "TracePolicy",
     "TriggerClause",
     "UnknownStateKeyError",
     "UnknownToolError",
@@ -240,11 +244,14 @@ __all__ = [
     "after_agent",
     "after_model",
     "after_tool",
+    "agent_scope",
     "before_agent",
     "before_model",
     "before_tool",
     "cancel_run",
+    "configure_trace_policy",
     "create_agent",
+    "current_agent",
     "detect_credit_card",
     "detect_email",
     "detect_ip",
@@ -254,8 +261,22 @@ __all__ = [
     "expire_pending_approvals",
     "hook_config",
     "modify_model_request",
+    "omit_payload",
     "with_run_control",
     "wrap_model_call",
     "wrap_tool_call",
     "write_todos",
 ]
+
+
+# LangChain v1 users import everything from ``langchain.agents.middleware``: every public name also imports from
+# ``middleware_kit.middleware``. The root, which knows them all, puts them there (``middleware.py`` never imports
+# the package root: no import cycle).
+def _serve_from_middleware_module() -> None:
+    from middleware_kit import middleware
+
+    for name in __all__:
+        vars(middleware).setdefault(name, globals()[name])
+
+
+_serve_from_middleware_module()

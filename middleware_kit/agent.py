@@ -15,7 +15,7 @@ from langgraph.store.base import BaseStore
 from langgraph.types import Checkpointer
 from typing_extensions import TypeVar
 
-from middleware_kit._compat import StateLike
+from middleware_kit._compat import StateLike, hide_from_streams
 from middleware_kit.context import install_context_check
 from middleware_kit.errors import AgentArgumentError, MiddlewareConfigError
 from middleware_kit.graph import build_graph
@@ -88,6 +88,19 @@ def _check_interrupt_nodes(nodes: list[str], before: list[str] | None, after: li
             raise MiddlewareConfigError.unknown_nodes(option, unknown, nodes)
 
 
+def _stream_transformers(pipeline: Pipeline, extra: Sequence[Any]) -> list[Any]:
+    """LangGraph's ``ToolCallTransformer``, then each middleware's ``transformers`` (list order), then ``extra``: the
+    stream transformer factories of ``stream_events(version="v3")``, in LangChain 1.5's order."""
+    from langgraph.prebuilt import ToolCallTransformer
+
+    factories = [*((mw.name, f) for mw in pipeline.middleware for f in mw.transformers), *(("create_agent", f)
+                                                                                          for f in extra)]
+    for owner, factory in factories:
+        if not callable(factory):
+            raise AgentArgumentError.not_a_transformer(owner, factory)
+    return [ToolCallTransformer, *(f for _, f in factories)]
+
+
 def create_agent(
     model: str | BaseChatModel,
     tools: Sequence[BaseTool | Callable[..., Any] | dict[str, Any]] | None = None,
@@ -104,6 +117,7 @@ def create_agent(
     debug: bool = False,
     name: str | None = None,
     run_control: RunControl | None = None,
+    transformers: Sequence[Callable[[tuple[str, ...]], Any]] = (),
 ) -> CompiledStateGraph[Any, ContextT, Any, Any]:
     """Build an agent: a compiled LangGraph graph running ``model`` and ``tools`` through ``middleware``.
 
@@ -128,6 +142,9 @@ def create_agent(
         run_control: A :class:`middleware_kit.run_control.RunControl`: one run per thread, resumes applied exactly
             once, a deadline, cancellation (see docs/production.md). The agent is then a ``ControlledAgent`` and its
             middleware list gets ``RunControlMiddleware`` first and ``RunControlGuard`` last.
+        transformers: Stream transformer factories (LangGraph's ``StreamTransformer`` classes) for
+            ``stream_events(version="v3")``, registered after ``ToolCallTransformer`` and every middleware's
+            ``transformers``, as in LangChain 1.5.
     """
     if run_control is not None:
         from middleware_kit.run_control import controlled_middleware
@@ -166,9 +183,11 @@ def create_agent(
         interrupt_after=interrupt_after,
         debug=debug,
         name=name,
+        transformers=_stream_transformers(pipeline, transformers),
     )
-    if guards:
-        guards.install(compiled)
+    # private state (PrivateStateAttr/OmitFromOutput, jump_to) never reaches a stream; decided once, free per call
+    hide_from_streams(compiled, compiled.output_channels)
+    guards.install(compiled)
     install_context_check(compiled)
     plan: MiddlewarePlan = build_plan(
         name or "LangGraph",

@@ -20,16 +20,18 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Generic, TypeVar
 
 from langchain_core.messages import AIMessage, ToolMessage
 from langgraph.errors import GraphBubbleUp
 from langgraph.types import Command
 
+from middleware_kit import flow as _flow
 from middleware_kit.bridge import run_coroutine_sync, run_sync_in_thread
-from middleware_kit.drive import Flow, Step, run_async, run_sync
+from middleware_kit.drive import Flow, Step, run_async, run_sync, sync_twin
 from middleware_kit.errors import HookReturnError
-from middleware_kit.flow import drive_async, drive_sync
+from middleware_kit.flow import Sleep
 from middleware_kit.hooks import HookMode
 from middleware_kit.types import ExtendedModelResponse, ModelRequest, ModelResponse, ToolCallRequest
 from middleware_kit.validation import check_model_request, check_model_response, check_tool_result
@@ -239,75 +241,106 @@ def _model_response(value: object, owner: str, depth: int) -> ModelResponse[Any]
     )
 
 
+def _abody_handler(nxt: AsyncHandler, depth: int, body: Callable[[Any, Any, int], Flow[Any]]) -> AsyncHandler:
+    """The async handler of a layer written as an engine flow (``body(request, next_handler, depth)``); its sync twin
+    :func:`_body_handler` runs the same flow with ``run_sync``."""
+
+    async def alayer(request: Any) -> Any:
+        __tracebackhide__ = True
+        return await run_async(body(request, nxt, depth))
+
+    return alayer
+
+
 def _body_layer(
     owner: str, hook: str, mode: str, body: Callable[[Any, Any, int], Flow[Any]]
 ) -> Layer[Any, Any]:
     """A layer written once: ``body(request, next_handler, depth)`` is an engine flow, run by the sync driver in the
     sync chain and by the async driver in the async chain (its steps call the hook's twin for the mode)."""
-
-    def build_sync(nxt: SyncHandler, depth: int) -> SyncHandler:
-        def layer(request: Any) -> Any:
-            __tracebackhide__ = True
-            return run_sync(body(request, nxt, depth))
-
-        return layer
-
-    def build_async(nxt: AsyncHandler, depth: int) -> AsyncHandler:
-        async def alayer(request: Any) -> Any:
-            __tracebackhide__ = True
-            return await run_async(body(request, nxt, depth))
-
-        return alayer
-
-    return Layer(owner, hook, mode, build_sync, build_async)
+    return Layer(owner, hook, mode, partial(_body_handler, body=body), partial(_abody_handler, body=body))
 
 
-def _flow_layer(
+def _awrap_handler(
+    nxt: AsyncHandler,
+    depth: int,
+    *,
     owner: str,
     hook: str,
-    flow_fn: Callable[..., Any],
-    request_type: type,
+    fn: Callable[..., Any] | None,
+    flow_fn: Callable[..., Any] | None,
     normalize: Callable[[object, int, Any], Any],
-) -> Layer[Any, Any]:
-    """A flow ``wrap_*_call`` (a generator) as a layer: the same generator under the sync and the async driver."""
+) -> AsyncHandler:
+    """The async handler of a ``wrap_*_call`` layer; :func:`_wrap_handler`, its sync twin, is this source with the
+    awaits dropped (:func:`middleware_kit.drive.sync_twin`).
+
+    A classic hook is ``fn(request, nxt)`` (``alayer``). A flow hook (``flow_fn(request)``, a generator) is driven
+    inline (``aflow_layer``): ``yield request`` calls ``nxt`` (an exception from it is thrown in at the ``yield``),
+    ``yield Sleep(s)`` sleeps on :data:`middleware_kit.flow.asleep` (``flow.sleep`` in the sync twin). Inline, not a
+    separate driver, because a flow must cost no more than an async twin; and two closures, not one with a branch,
+    because this is the hot path of every model and tool call. What the hook returns goes through
+    ``normalize(value, depth, request)``; a failure goes through :func:`_layer_failed`.
+    """
     tracks_commands = hook == "wrap_model_call"  # only model layers record ExtendedModelResponse commands
+    request_type = ModelRequest if tracks_commands else ToolCallRequest
 
-    def build_sync(nxt: SyncHandler, depth: int) -> SyncHandler:
-        def layer(request: Any) -> Any:
-            __tracebackhide__ = True
-            if tracks_commands and (call := _CALL.get()) is not None and call.commands:
-                _forget_commands(call, depth)
+    async def alayer(request: Any) -> Any:
+        __tracebackhide__ = True
+        if tracks_commands and (call := _CALL.get()) is not None and call.commands:
+            _forget_commands(call, depth)
+        try:
+            return normalize(await fn(request, nxt), depth, request)  # type: ignore[misc]
+        except BaseException as exc:
+            _layer_failed(exc, depth)
+            raise
+
+    async def aflow_layer(request: Any) -> Any:
+        __tracebackhide__ = True
+        if tracks_commands and (call := _CALL.get()) is not None and call.commands:
+            _forget_commands(call, depth)
+        try:
+            flow = flow_fn(request)  # type: ignore[misc]
             try:
-                return normalize(drive_sync(flow_fn(request), nxt, request_type, owner, hook), depth, request)
-            except GraphBubbleUp as exc:
-                _note_bubble(exc)
-                raise
-            except BaseException:
-                if (call := _CALL.get()) is not None:
-                    _forget_commands(call, depth)
-                raise
+                command = flow.send(None)
+                while True:
+                    if isinstance(command, request_type):
+                        try:
+                            value = await nxt(command)
+                        except BaseException as exc:  # raised into the flow at its yield, as a handler call raises
+                            command = flow.throw(exc)
+                            continue
+                    elif isinstance(command, Sleep):
+                        value = await _flow.asleep(command.seconds)
+                    else:
+                        flow.close()
+                        raise HookReturnError.for_flow_yield(owner, hook, command, request_type.__name__)
+                    command = flow.send(value)
+            except StopIteration as stop:
+                result = stop.value
+            return normalize(result, depth, request)
+        except BaseException as exc:
+            _layer_failed(exc, depth)
+            raise
 
-        return layer
+    return alayer if flow_fn is None else aflow_layer
 
-    def build_async(nxt: AsyncHandler, depth: int) -> AsyncHandler:
-        async def alayer(request: Any) -> Any:
-            __tracebackhide__ = True
-            if tracks_commands and (call := _CALL.get()) is not None and call.commands:
-                _forget_commands(call, depth)
-            try:
-                result = await drive_async(flow_fn(request), nxt, request_type, owner, hook)
-                return normalize(result, depth, request)
-            except GraphBubbleUp as exc:
-                _note_bubble(exc)
-                raise
-            except BaseException:
-                if (call := _CALL.get()) is not None:
-                    _forget_commands(call, depth)
-                raise
 
-        return alayer
+def _layer_failed(exc: BaseException, depth: int) -> None:
+    """A wrap layer's call failed with ``exc``: record a LangGraph interrupt (re-raised at the entry point if an outer
+    wrapper swallows it), or void the ``ExtendedModelResponse`` commands of this layer and deeper."""
+    if isinstance(exc, GraphBubbleUp):
+        _note_bubble(exc)
+    elif (call := _CALL.get()) is not None:
+        _forget_commands(call, depth)
 
-    return Layer(owner, hook, HookMode.FLOW, build_sync, build_async)
+
+_body_handler: Callable[..., SyncHandler] = sync_twin(
+    _abody_handler, {"_abody_handler": "_body_handler", "alayer": "layer", "run_async": "run_sync"}
+)
+_wrap_handler: Callable[..., SyncHandler] = sync_twin(
+    _awrap_handler,
+    {"_awrap_handler": "_wrap_handler", "alayer": "layer", "aflow_layer": "flow_layer", "asleep": "sleep"},
+)
+"""The sync twins of the two templates above (``sync_twin``: the same source, awaits dropped, names renamed)."""
 
 
 def _wrap_layer(
@@ -316,59 +349,35 @@ def _wrap_layer(
     sync_fn: Callable[..., Any] | None,
     async_fn: Callable[..., Any] | None,
     normalize: Callable[[object, int, Any], Any],
+    flow: bool,
 ) -> Layer[Any, Any]:
-    """A classic ``wrap_*_call`` (``fn(request, handler)``) as a layer. What it returns goes through
-    ``normalize(value, depth, request)``: a ``type()`` fast path for the usual value, else it converts, validates to
-    the element (:mod:`middleware_kit.validation`) or raises ``HookReturnError``.
+    """A ``wrap_*_call`` as a layer: classic (``fn(request, handler)``: ``sync_fn``, ``async_fn`` or both) or a flow
+    (``sync_fn`` is the generator function). An async-only hook under ``invoke`` is driven to completion on a loop;
+    a sync-only one never gets an async build (:func:`compose` runs it in a thread hop)."""
+    if flow:
+        return Layer(
+            owner,
+            hook,
+            HookMode.FLOW,
+            partial(_wrap_handler, owner=owner, hook=hook, fn=None, flow_fn=sync_fn, normalize=normalize),
+            partial(_awrap_handler, owner=owner, hook=hook, fn=None, flow_fn=sync_fn, normalize=normalize),
+        )
+    fn = sync_fn if sync_fn is not None else _driven(async_fn)
+    sync_build = partial(_wrap_handler, owner=owner, hook=hook, fn=fn, flow_fn=None, normalize=normalize)
+    async_build = (
+        partial(_awrap_handler, owner=owner, hook=hook, fn=async_fn, flow_fn=None, normalize=normalize)
+        if async_fn is not None
+        else _no_async_build(owner)
+    )
+    return Layer(owner, hook, _mode(sync_fn, async_fn), sync_build, async_build)
 
-    The hot path of every model and tool call, so it is plain closures around the hook (a generator round-trip
-    per layer would cost about 2 µs per call): ``fn(request, nxt)`` in the sync chain, ``await afn(request, nxt)``
-    in the async chain. An async-only hook under ``invoke`` is driven to completion on a loop.
-    """
 
-    tracks_commands = hook == "wrap_model_call"  # only model layers record ExtendedModelResponse commands
+def _no_async_build(owner: str) -> Callable[[AsyncHandler, int], AsyncHandler]:
+    def build(nxt: AsyncHandler, depth: int) -> AsyncHandler:
+        # compose() runs sync-only layers through _sync_run; reaching here is a bug in middleware_kit itself.
+        raise RuntimeError(f"middleware_kit internal error: async build requested for sync-only layer {owner}")
 
-    def build_sync(nxt: SyncHandler, depth: int) -> SyncHandler:
-        fn = sync_fn if sync_fn is not None else _driven(async_fn)
-
-        def layer(request: Any) -> Any:
-            __tracebackhide__ = True
-            if tracks_commands and (call := _CALL.get()) is not None and call.commands:
-                _forget_commands(call, depth)
-            try:
-                return normalize(fn(request, nxt), depth, request)
-            except GraphBubbleUp as exc:
-                _note_bubble(exc)
-                raise
-            except BaseException:
-                if (call := _CALL.get()) is not None:
-                    _forget_commands(call, depth)
-                raise
-
-        return layer
-
-    def build_async(nxt: AsyncHandler, depth: int) -> AsyncHandler:
-        if async_fn is None:
-            raise _sync_only(owner)
-        afn = async_fn
-
-        async def alayer(request: Any) -> Any:
-            __tracebackhide__ = True
-            if tracks_commands and (call := _CALL.get()) is not None and call.commands:
-                _forget_commands(call, depth)
-            try:
-                return normalize(await afn(request, nxt), depth, request)
-            except GraphBubbleUp as exc:
-                _note_bubble(exc)
-                raise
-            except BaseException:
-                if (call := _CALL.get()) is not None:
-                    _forget_commands(call, depth)
-                raise
-
-        return alayer
-
-    return Layer(owner, hook, _mode(sync_fn, async_fn), build_sync, build_async)
+    return build
 
 
 def _driven(async_fn: Callable[..., Any] | None) -> Callable[..., Any]:
@@ -398,10 +407,8 @@ def wrap_model_layer(
                 return value
         return _model_response(value, owner, depth)
 
-    if (mode or HookMode.of(sync_fn, async_fn, "wrap_model")) is HookMode.FLOW:
-        assert sync_fn is not None
-        return _flow_layer(owner, "wrap_model_call", sync_fn, ModelRequest, normalize)
-    return _wrap_layer(owner, "wrap_model_call", sync_fn, async_fn, normalize)
+    is_flow = (mode or HookMode.of(sync_fn, async_fn, "wrap_model")) is HookMode.FLOW
+    return _wrap_layer(owner, "wrap_model_call", sync_fn, async_fn, normalize, is_flow)
 
 
 def model_request_layer(
@@ -442,10 +449,8 @@ def wrap_tool_layer(
             return value
         return _tool_result(value, owner, "wrap_tool_call", request)
 
-    if (mode or HookMode.of(sync_fn, async_fn, "wrap_tool")) is HookMode.FLOW:
-        assert sync_fn is not None
-        return _flow_layer(owner, "wrap_tool_call", sync_fn, ToolCallRequest, normalize)
-    return _wrap_layer(owner, "wrap_tool_call", sync_fn, async_fn, normalize)
+    is_flow = (mode or HookMode.of(sync_fn, async_fn, "wrap_tool")) is HookMode.FLOW
+    return _wrap_layer(owner, "wrap_tool_call", sync_fn, async_fn, normalize, is_flow)
 
 
 def _before_result(value: object, owner: str) -> ToolCallRequest | ToolMessage | None:
@@ -496,11 +501,6 @@ def tool_hooks_layer(
     hooks = "+".join(h for h, fns in (("before_tool", before), ("after_tool", after)) if any(fns))
     modes = {_mode(*fns) for fns in (before, after) if any(fns)}
     return _body_layer(owner, hooks, "/".join(sorted(modes)), body)
-
-
-def _sync_only(owner: str) -> RuntimeError:
-    # compose() runs sync-only layers through _sync_run; reaching here is a bug in middleware_kit itself.
-    return RuntimeError(f"middleware_kit internal error: async build requested for sync-only layer {owner}")
 
 
 def _mode(sync_fn: object, async_fn: object) -> HookMode:

@@ -251,9 +251,8 @@ def build_demo_agent(
     scripted = model is None or isinstance(model, ScriptedChatModel) if scripted is None else scripted
     middleware = [
         hello,
-        # Summarization is listed BEFORE PIIMiddleware (outside it): it writes the messages it keeps back to the
-        # state, and inside PIIMiddleware it would get them without their sealed values (the tool would then get the
-        # placeholder, not the address).
+        # Summarization is a before_model hook: it rewrites the thread from the state's own messages (sealed values
+        # included), so the tool still gets the address whatever its place relative to PIIMiddleware.
         summarization(chat, scripted=scripted),
         PIIMiddleware("email", strategy="placeholder", key=pii_key(), apply_to_tool_results=True),
         ModelRetryMiddleware(max_retries=2, initial_delay=0.05 if scripted else 1.0, jitter=not scripted),

@@ -407,6 +407,15 @@ class AgentArgumentError(MiddlewareError, TypeError):
         )
 
     @classmethod
+    def not_a_transformer(cls, owner: str, given: object) -> AgentArgumentError:
+        where = "create_agent(transformers=...)" if owner == "create_agent" else f"{owner}.transformers"
+        return cls(
+            f"{where} holds {given!r}; a stream transformer is a factory LangGraph calls with the stream's scope "
+            f"(a StreamTransformer subclass, e.g. transformers=[MyTransformer]), not an instance or a string.",
+            argument="transformers",
+        )
+
+    @classmethod
     def tools_not_a_list(cls, given: object) -> AgentArgumentError:
         return cls(
             f"create_agent(tools=...) takes a list of tools; got {type(given).__name__}. Use tools=[...].",

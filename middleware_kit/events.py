@@ -30,7 +30,7 @@ import uuid
 import weakref
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Final, NoReturn
@@ -39,6 +39,7 @@ from middleware_kit.errors import MiddlewareError
 
 __all__ = [
     "DISCARDED",
+    "LIFECYCLE_CONFIG_KEY",
     "LIFECYCLE_EVENTS",
     "RUN_CANCELLED",
     "RUN_FAILED",
@@ -50,6 +51,7 @@ __all__ = [
     "emit",
     "emit_discarded",
     "hook_scope",
+    "run_lifecycle",
 ]
 
 RUN_STARTED: Final = "run_started"
@@ -66,6 +68,9 @@ DISCARDED: Final = "discarded"
 chunks, ``model_run_id``, ``error``): a UI should drop the chunks whose message id is ``message_id``."""
 LIFECYCLE_EVENTS: Final = (RUN_STARTED, RUN_FINISHED, RUN_FAILED, RUN_CANCELLED, DISCARDED)
 """The events the framework itself sends (``middleware`` is None on them)."""
+LIFECYCLE_CONFIG_KEY: Final = "lifecycle_events"
+"""The ``configurable`` key that turns the ``run_*`` lifecycle events on for a run
+(``{"configurable": {"lifecycle_events": True}}``); off by default, so existing custom streams keep their shape."""
 
 _RESERVED: Final = frozenset({"event", "middleware"})
 _HOOK_METHODS: Final = frozenset(
@@ -195,7 +200,9 @@ class _RunSequence:
     thread_id: str | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
     counter: Iterator[int] = field(default_factory=itertools.count)
-    lifecycle: RunLifecycle | None = None
+    lifecycles: dict[str, RunLifecycle] = field(default_factory=dict)
+    """One per agent invocation in the run, by the agent's checkpoint namespace ("" for the root graph): an agent
+    used as a subgraph shares the parent's stream writer but has a lifecycle of its own."""
 
 
 class _Sequences:
@@ -248,6 +255,15 @@ def hook_scope(middleware: str, hook: str) -> Iterator[None]:
         yield
     finally:
         _CURRENT_HOOK.reset(token)
+
+
+def enter_hook(middleware: str, hook: str) -> Token[tuple[str, str] | None]:
+    """:func:`hook_scope`'s set, for the engine's hot path (pair it with :func:`leave_hook`)."""
+    return _CURRENT_HOOK.set((middleware, hook))
+
+
+def leave_hook(token: Token[tuple[str, str] | None]) -> None:
+    _CURRENT_HOOK.reset(token)
 
 
 def _hook_on_stack() -> str | None:
@@ -303,6 +319,8 @@ def _send(runtime: Any, content: Mapping[str, Any], hook: str | None) -> Event |
     if hook is None:
         current = _CURRENT_HOOK.get()
         hook = current[1] if current is not None else _hook_on_stack()
+    elif not hook:  # framework events: no hook, and no search for one
+        hook = None
     run = _SEQUENCES.of(writer, runtime)
     with run.lock:
         event = Event(content, hook=hook, run_id=run.run_id, thread_id=run.thread_id, seq=next(run.counter))
@@ -371,23 +389,27 @@ class RunLifecycle:
     :meth:`cancelled` at the end (later calls are ignored). Thread-safe: parallel tool calls may count at once.
     """
 
-    __slots__ = ("_ended", "_lock", "_model_calls", "_model_s", "_start", "_tool_calls", "_tool_s", "agent")
+    __slots__ = (
+        "_ended", "_lock", "_model_calls", "_model_s", "_start", "_started", "_tool_calls", "_tool_s", "agent"
+    )
 
     @classmethod
-    def of(cls, runtime: Any, agent: str) -> RunLifecycle:
+    def of(cls, runtime: Any, agent: str | None, key: str = "") -> RunLifecycle:
         """The lifecycle of the run ``runtime`` belongs to, created on first use (kept next to the run's stream
         writer, like the sequence numbers: every node of the run gets the same object, and it goes with the run).
-        Outside a run: a fresh, unshared one."""
+        ``key`` tells apart agent invocations sharing a writer (an agent used as a subgraph). Outside a run: a
+        fresh, unshared one."""
         writer = _writer_of(runtime)
         if writer is None:
             return cls(agent)
         run = _SEQUENCES.of(writer, runtime)
         with run.lock:
-            if run.lifecycle is None:
-                run.lifecycle = cls(agent)
-            return run.lifecycle
+            found = run.lifecycles.get(key)
+            if found is None:
+                found = run.lifecycles[key] = cls(agent)
+            return found
 
-    def __init__(self, agent: str) -> None:
+    def __init__(self, agent: str | None) -> None:
         self.agent = agent
         self._lock = threading.Lock()
         self._start = time.perf_counter()
@@ -396,10 +418,21 @@ class RunLifecycle:
         self._model_s = 0.0
         self._tool_s = 0.0
         self._ended = False
+        self._started = False
 
     def started(self, runtime: Any = None) -> Event | None:
-        self._start = time.perf_counter()
-        return emit(RUN_STARTED, {"agent": self.agent}, middleware=None, hook=None, runtime=runtime)
+        """Send ``run_started`` (once: later calls, from the run's other nodes, do nothing)."""
+        with self._lock:
+            if self._started:
+                return None
+            self._started = True
+            self._start = time.perf_counter()
+        return emit(RUN_STARTED, {"agent": self.agent}, middleware=None, hook="", runtime=runtime)
+
+    @property
+    def ended(self) -> bool:
+        """Whether a closing event (finished, failed or cancelled) was sent."""
+        return self._ended
 
     def count_model_call(self, seconds: float) -> None:
         with self._lock:
@@ -428,7 +461,7 @@ class RunLifecycle:
             if self._ended:
                 return None
             self._ended = True
-        return emit(name, {**self.stats(), **extra}, middleware=None, hook=None, runtime=runtime)
+        return emit(name, {**self.stats(), **extra}, middleware=None, hook="", runtime=runtime)
 
     def finished(self, runtime: Any = None) -> Event | None:
         return self._end(RUN_FINISHED, {}, runtime)
@@ -436,5 +469,22 @@ class RunLifecycle:
     def failed(self, error: BaseException, runtime: Any = None) -> Event | None:
         return self._end(RUN_FAILED, {"error": type(error).__name__, "message": str(error)[:500]}, runtime)
 
-    def cancelled(self, reason: str, runtime: Any = None) -> Event | None:
-        return self._end(RUN_CANCELLED, {"reason": reason}, runtime)
+    def cancelled(self, reason: str, runtime: Any = None, details: Mapping[str, Any] | None = None) -> Event | None:
+        """Send ``run_cancelled`` (``details``: more payload keys, e.g. run control's ``thread_id`` and
+        ``elapsed``)."""
+        return self._end(RUN_CANCELLED, {**(details or {}), "reason": reason}, runtime)
+
+
+def run_lifecycle(runtime: Any, config: Mapping[str, Any] | None) -> RunLifecycle | None:
+    """For the engine: the lifecycle of the agent invocation a node of ``config`` belongs to, or None when the run
+    did not ask for lifecycle events (``configurable`` key :data:`LIFECYCLE_CONFIG_KEY`). Cheap when off: two
+    dict lookups."""
+    if not config:
+        return None
+    configurable = config.get("configurable")
+    if not configurable or not configurable.get(LIFECYCLE_CONFIG_KEY):
+        return None
+    namespace = str(configurable.get("checkpoint_ns") or "")
+    metadata = config.get("metadata") or {}
+    agent = metadata.get("lc_agent_name")
+    return RunLifecycle.of(runtime, None if agent is None else str(agent), namespace.rpartition("|")[0])

@@ -28,8 +28,9 @@ from langgraph.constants import END, START
 from langgraph.graph import StateGraph
 from langgraph.runtime import Runtime
 
-from middleware_kit._compat import node_runnable
-from middleware_kit.chain import call_flow, compose
+from middleware_kit._compat import node_runnable, with_private
+from middleware_kit.agent_defaults import AgentDefaults
+from middleware_kit.chain import Layer, call_flow, compose
 from middleware_kit.drive import Flow, run_async, run_sync
 from middleware_kit.guards import Guards
 from middleware_kit.layout import TOOLS_NODE, NodeSpec, lay_out
@@ -40,6 +41,7 @@ from middleware_kit.routing import Router, with_goto
 from middleware_kit.schema import MergedSchema
 from middleware_kit.structured_output import ToolStrategy
 from middleware_kit.tool_node import tool_node
+from middleware_kit.tracing import HookTracing, LifecycleRouter
 
 __all__ = ["AgentGraph", "build_graph"]
 
@@ -83,22 +85,38 @@ def build_graph(
         nostream=bool(pipeline.guards),
         guards=pipeline.guards,
     )
-    layout = lay_out(pipeline.phases, _model_step(call, pipeline, semantics),
-                     has_tool_node=bool(executable) or pipeline.has_wrap_tool_call)
-    router = Router(layout, frozenset(name for name, tool in executable.items() if tool.return_direct))
+    # Every node and chain in two variants, composed now: plain, and traced (each hook a callback run) for runs
+    # with callback handlers (middleware_kit.tracing).
+    private = schema.keys - frozenset(builder.schemas[builder.output_schema])  # never in a trace either
+    hooks = HookTracing(pipeline.middleware, pipeline.hooks, private)
+    owners = tuple(layer.owner for layer in pipeline.model_layers)
+    model_step = _model_step(call, hooks.plain_layers(pipeline.model_layers), owners, semantics, traced=False)
+    traced_model_step = _model_step(call, hooks.traced_layers(pipeline.model_layers), owners, semantics, traced=True)
+    layout = lay_out(pipeline.phases, model_step, has_tool_node=bool(executable) or pipeline.has_wrap_tool_call)
+    router = LifecycleRouter(layout, frozenset(name for name, tool in executable.items() if tool.return_direct))
+    defaults = AgentDefaults(call.model, call.system_message, call.default_tools, call.response_format)
     for node in layout.nodes:
-        _add_node(builder, node, NodeRunner(node.items, semantics), router, pipeline.guards)
+        plain, traced = hooks.node_items(node.items, model_step, traced_model_step)
+        past_loop = any(isinstance(i, NodeStep) and i.hook == "after_agent" for i in node.items)
+        ends_run = ("always" if node.next == END else "on_jump") if past_loop else None
+        runner = NodeRunner(plain, semantics, defaults=defaults, traced=traced, ends_run=ends_run)
+        _add_node(builder, node, runner, router, pipeline.guards)
     if layout.has_tool_node:
-        builder.add_node(TOOLS_NODE, tool_node(list(executable.values()), pipeline.tool_layers, pipeline.guards))
-        builder.add_conditional_edges(TOOLS_NODE, router.after_tools, sorted({layout.loop_entry, layout.end_entry}))
+        tools = tool_node(list(executable.values()), hooks.plain_layers(pipeline.tool_layers), pipeline.guards,
+                          traced_layers=hooks.traced_layers(pipeline.tool_layers))
+        builder.add_node(TOOLS_NODE, tools)
+        builder.add_conditional_edges(TOOLS_NODE, router.after_tools_in_run,
+                                      sorted({layout.loop_entry, layout.end_entry}))
     builder.add_edge(START, layout.agent_entry)
     return AgentGraph(builder, layout.node_of, list(layout.order))
 
 
-def _model_step(call: ModelCall, pipeline: Pipeline, semantics: StateSemantics) -> ModelStep:
-    """The model call as an item of the ``model`` node: the request, the chain, the writes."""
-    chain, achain = compose(pipeline.model_layers, *call.handlers())
-    owners = tuple(layer.owner for layer in pipeline.model_layers)
+def _model_step(
+    call: ModelCall, layers: Sequence[Layer[Any, Any]], owners: tuple[str, ...], semantics: StateSemantics,
+    *, traced: bool,
+) -> ModelStep:
+    """The model call as an item of the ``model`` node: the request, the chain of ``layers``, the writes."""
+    chain, achain = compose(layers, *call.handlers(traced))
 
     def flow(view: Any, runtime: Runtime[Any], achain: Any) -> Flow[tuple[list[dict[str, Any]], list[Any] | None]]:
         __tracebackhide__ = True
@@ -144,11 +162,11 @@ def _add_node(
 
     def run(state: Any, runtime: Runtime[Any]) -> Any:
         __tracebackhide__ = True
-        return finish(runner.run(state, runtime), runtime)
+        return finish(runner.run(with_private(state), runtime), runtime)
 
     async def arun(state: Any, runtime: Runtime[Any]) -> Any:
         __tracebackhide__ = True
-        return finish(await runner.arun(state, runtime), runtime)
+        return finish(await runner.arun(with_private(state), runtime), runtime)
 
     if not command_mode:
         builder.add_node(node.name, node_runnable(run, arun, node.name))

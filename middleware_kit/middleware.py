@@ -31,6 +31,7 @@ from middleware_kit.hooks import (
     ToolResult,
     jump_target,
 )
+from middleware_kit.trace_policy import TracePolicy
 from middleware_kit.types import (
     AgentState,
     ExtendedModelResponse,
@@ -55,6 +56,18 @@ class AgentMiddleware(Generic[StateT, MiddlewareContextT]):
     tools: Sequence[BaseTool] = []
     """Tools this middleware adds to the agent (offered to the model and executed by the tool node). A list, as in
     LangChain; set your own (``tools = [my_tool]``) rather than appending to the shared default."""
+
+    trace_policy: TracePolicy | None = None
+    """What this middleware's hook runs (``"{name}.{hook}"``: node hooks and wrap hooks) record in traces, as in
+    LangChain: None traces payloads as they are (or the default of
+    :func:`middleware_kit.trace_policy.configure_trace_policy`); ``TracePolicy(process_inputs=omit_payload)`` keeps
+    the run and its timing but drops the state/request payload (the messages stay on the chat-model run)."""
+
+    transformers: Sequence[Callable[[tuple[str, ...]], Any]] = ()
+    """Stream transformer factories (LangGraph's ``StreamTransformer`` classes, or callables ``(scope) ->
+    StreamTransformer``) this middleware registers on the compiled agent, as in LangChain 1.5: they build projections
+    of ``agent.stream_events(version="v3")``. ``create_agent`` registers LangGraph's ``ToolCallTransformer`` first,
+    then every middleware's factories in middleware order, then its own ``transformers=``."""
 
     _hook_config: ClassVar[dict[str, dict[str, Any]]] = {}
     """Per-hook ``can_jump_to``/``may_interrupt`` set by the decorators (``hook_config`` sets them on functions)."""
@@ -182,6 +195,15 @@ class AgentMiddleware(Generic[StateT, MiddlewareContextT]):
         """
         return None
 
+    def guard_resume(self, value: Any, runtime: Runtime[Any] | None) -> Any:
+        """Override to guard a resume value (``Command(resume=...)``) before LangGraph stores it as a pending write.
+
+        Return None to leave ``value`` unchanged, or the guarded value (a new one: never mutate what you receive).
+        ``runtime`` is None (the resume is stored before the run continues). Raise to refuse the resume. Must be
+        idempotent. Only middlewares that override it are resume guards; this default is never called.
+        """
+        return None
+
 
 @dataclass(frozen=True, slots=True)
 class HookImpl:
@@ -242,10 +264,8 @@ def defined_hooks(mw: AgentMiddleware[Any, Any]) -> dict[str, HookImpl]:
     return found
 
 
-def __getattr__(name: str) -> Any:
-    """LangChain v1 users import everything from ``langchain.agents.middleware``: the same names work from here."""
-    import middleware_kit
+if TYPE_CHECKING:
 
-    if name in middleware_kit.__all__:
-        return getattr(middleware_kit, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    def __getattr__(name: str) -> Any:
+        """Every public name of ``middleware_kit`` also imports from here, as from ``langchain.agents.middleware``
+        (the package root puts them in this module at import; type checkers learn it from this declaration)."""

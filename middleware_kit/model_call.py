@@ -8,12 +8,15 @@ request's ``model_settings``. The base handler is one flow (:mod:`middleware_kit
 
 from __future__ import annotations
 
+import time
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AnyMessage, SystemMessage
+from langchain_core.runnables.config import var_child_runnable_config
 from langchain_core.tools import BaseTool
 from langgraph.constants import TAG_NOSTREAM
 from langgraph.errors import GraphBubbleUp
@@ -23,6 +26,7 @@ from middleware_kit._compat import update_pairs
 from middleware_kit.chain import _note_bubble
 from middleware_kit.drive import Flow, Step, run_async, run_sync
 from middleware_kit.errors import ConflictingUpdateError, MiddlewareConfigError, UnknownStateKeyError, UnknownToolError
+from middleware_kit.events import emit_discarded, run_lifecycle
 from middleware_kit.pairing import PairingFix, close_pending
 from middleware_kit.phases import StateSemantics
 from middleware_kit.structured_output import ToolStrategy, parse_model_output, to_strategy
@@ -115,18 +119,38 @@ class ModelCall:
         )
         return chat, strategy
 
-    def flow(self, request: ModelRequest[Any]) -> Flow[ModelResponse[Any]]:
-        """The base handler: call the model, parse a structured answer."""
+    def flow(self, request: ModelRequest[Any], traced: bool = False) -> Flow[ModelResponse[Any]]:
+        """The base handler: call the model, parse a structured answer.
+
+        ``traced`` (runs with callback handlers, whose tokens may be streamed): the call gets its own run id, so its
+        chunks carry the message id ``lc_run--{run id}``; when the call fails, a ``discarded`` event names that id
+        (a retry or fallback may follow, and a UI should drop those chunks).
+        """
         __tracebackhide__ = True
         chat, strategy = self.bound(request)
         messages = list(request.messages)
         if request.system_message is not None:
             messages.insert(0, request.system_message)
+        life = run_lifecycle(request.runtime, var_child_runnable_config.get())
+        started = time.perf_counter() if life is not None else 0.0
         try:
-            message = yield Step(chat.invoke, chat.ainvoke, messages)
+            if traced:
+                run_id = uuid.uuid4()
+                config = {"run_id": run_id}
+                message = yield Step(chat.invoke, chat.ainvoke, messages, config)
+            else:
+                message = yield Step(chat.invoke, chat.ainvoke, messages)
         except GraphBubbleUp as exc:
             _note_bubble(exc)
             raise
+        except BaseException as exc:
+            if life is not None:
+                life.count_model_call(time.perf_counter() - started)
+            if traced and not self.nostream:
+                emit_discarded(request.runtime, message_id=f"lc_run--{run_id}", model_run_id=str(run_id), error=exc)
+            raise
+        if life is not None:
+            life.count_model_call(time.perf_counter() - started)
         if self.guards is not None:
             guarded = self.guards.messages([message], request.runtime)
             message = guarded[0] if len(guarded) == 1 else message
@@ -134,16 +158,16 @@ class ModelCall:
             return ModelResponse(result=[message])
         return parse_model_output(message, strategy)
 
-    def handlers(self) -> tuple[Any, Any]:
-        """The base handlers of the model chain, for invoke and ainvoke."""
+    def handlers(self, traced: bool = False) -> tuple[Any, Any]:
+        """The base handlers of the model chain, for invoke and ainvoke (``traced``: see :meth:`flow`)."""
 
         def base(request: ModelRequest[Any]) -> ModelResponse[Any]:
             __tracebackhide__ = True
-            return run_sync(self.flow(request))
+            return run_sync(self.flow(request, traced))
 
         async def abase(request: ModelRequest[Any]) -> ModelResponse[Any]:
             __tracebackhide__ = True
-            return await run_async(self.flow(request))
+            return await run_async(self.flow(request, traced))
 
         return base, abase
 

@@ -45,6 +45,7 @@ __all__ = ["OTEL_EXTRA_HINT", "OpenTelemetryCallbackHandler"]
 
 OTEL_EXTRA_HINT: Final = "pip install 'middleware_kit[otel]' (opentelemetry-api and opentelemetry-sdk)"
 _TRACER_NAME: Final = "middleware_kit"
+_HOOK_TAG: Final = "middleware_kit:hook"  # middleware_kit.tracing.HOOK_TAG (not imported: this module stays light)
 
 
 def _otel_trace() -> Any:
@@ -78,10 +79,20 @@ _HOOKS: Final = frozenset({
 })
 
 
-def _hook_run(name: str) -> tuple[str, str] | None:
-    """``("Retry", "wrap_model_call")`` for a run named ``"Retry.wrap_model_call"``; None for any other run."""
+def _hook_run(
+    name: str, tags: Sequence[str] | None = None, metadata: Mapping[str, Any] | None = None
+) -> tuple[str, str] | None:
+    """``("Retry", "wrap_model_call")`` for a run named ``"Retry.wrap_model_call"``; None for any other run.
+
+    A graph node holding one hook has the hook's name too: it is not a hook run (the engine's hook run inside it,
+    tagged ``middleware_kit:hook``, is), so the hook gets one span, not two.
+    """
     middleware, _, hook = name.rpartition(".")
-    return (middleware, hook) if middleware and hook in _HOOKS else None
+    if not middleware or hook not in _HOOKS:
+        return None
+    if (metadata or {}).get("langgraph_node") == name and _HOOK_TAG not in (tags or ()):
+        return None
+    return middleware, hook
 
 
 def _messages_json(messages: Sequence[BaseMessage]) -> str:
@@ -183,7 +194,7 @@ class OpenTelemetryCallbackHandler(BaseCallbackHandler):
                 "gen_ai.agent.name": agent,
                 "gen_ai.conversation.id": None if thread is None else str(thread),
             })
-        elif (hook_run := _hook_run(name)) is not None:
+        elif (hook_run := _hook_run(name, tags, metadata)) is not None:
             middleware, hook = hook_run
             self._start(run_id, parent_run_id, name, {
                 "middleware_kit.middleware": middleware,

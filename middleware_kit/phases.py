@@ -10,6 +10,7 @@ never re-runs its neighbours (or the model).
 
 from __future__ import annotations
 
+import asyncio
 import operator
 import warnings
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.messages import BaseMessage, RemoveMessage
+from langchain_core.runnables.config import var_child_runnable_config
 from langgraph.channels.base import BaseChannel
 from langgraph.channels.binop import BinaryOperatorAggregate
 from langgraph.errors import GraphBubbleUp
@@ -24,10 +26,15 @@ from langgraph.runtime import Runtime
 from langgraph.types import Command, Overwrite
 
 from middleware_kit._compat import is_last_value_channel
+from middleware_kit.agent_defaults import AgentDefaults
+from middleware_kit.agent_defaults import enter as enter_defaults
+from middleware_kit.agent_defaults import leave as leave_defaults
 from middleware_kit.bridge import run_coroutine_sync
 from middleware_kit.drive import Flow, Step, run_async, run_sync
 from middleware_kit.errors import HookReturnError, InvalidJumpError, UnknownStateKeyError
+from middleware_kit.events import run_lifecycle
 from middleware_kit.hooks import JUMP_TARGETS, jump_target
+from middleware_kit.trace_policy import config_callbacks_active
 from middleware_kit.validation import check_state_update
 
 __all__ = [
@@ -240,8 +247,25 @@ class NodeResult:
 class NodeRunner:
     """Runs the items of one fused node in order: node hooks and, in the ``model`` node, the model call."""
 
-    def __init__(self, items: Sequence[Item], semantics: StateSemantics) -> None:
+    def __init__(
+        self,
+        items: Sequence[Item],
+        semantics: StateSemantics,
+        *,
+        defaults: AgentDefaults | None = None,
+        traced: Sequence[Item] | None = None,
+        ends_run: str | None = None,
+    ) -> None:
         self.items = tuple(items)
+        self._traced = None if traced is None else NodeRunner(traced, semantics)
+        """The same node with every hook a callback run (:mod:`middleware_kit.tracing`), used by the runs that have
+        callback handlers."""
+        self._ends_run = ends_run
+        """``"always"``: a completed run of this node ends the agent run (the last ``after_agent`` node);
+        ``"on_jump"``: only when it jumps (an earlier ``after_agent`` node); None: routing decides."""
+        self.defaults = defaults
+        """The agent's model-call defaults, current (:func:`middleware_kit.agent_defaults.current_agent`) while
+        this node runs."""
         self.steps = tuple(i for i in self.items if isinstance(i, NodeStep))
         self.semantics = semantics
         self._first = self.items[0] if self.items else None
@@ -292,14 +316,56 @@ class NodeRunner:
     def run(self, state: Any, runtime: Runtime[Any] | None) -> NodeResult:
         """Run the node under ``invoke``."""
         __tracebackhide__ = True
-        return run_sync(self.flow(strip_private(state), runtime, self._one_by_one, direct=True))
+        token = enter_defaults(self.defaults)
+        try:
+            return run_sync(self.flow(strip_private(state), runtime, self._one_by_one, direct=True))
+        finally:
+            leave_defaults(token)
 
     async def arun(self, state: Any, runtime: Runtime[Any] | None) -> NodeResult:
         """Run the node under ``ainvoke``: consecutive sync-only hooks share one worker-thread hop."""
         __tracebackhide__ = True
-        return await run_async(self.flow(strip_private(state), runtime, self._segments, direct=False))
+        token = enter_defaults(self.defaults)
+        try:
+            return await run_async(self.flow(strip_private(state), runtime, self._segments, direct=False))
+        finally:
+            leave_defaults(token)
 
     def flow(
+        self,
+        view: Any,
+        runtime: Runtime[Any] | None,
+        segments: Sequence[tuple[bool, tuple[Item, ...]]],
+        *,
+        direct: bool,
+    ) -> Flow[NodeResult]:
+        """One run of the node: the traced twin when the run has callback handlers (decided here, once), and the
+        run's lifecycle events when it asked for them (:func:`middleware_kit.events.run_lifecycle`)."""
+        __tracebackhide__ = True
+        config = var_child_runnable_config.get()
+        runner = self
+        if self._traced is not None and config_callbacks_active(config):
+            runner = self._traced
+            segments = runner._one_by_one if segments is self._one_by_one else runner._segments
+        life = run_lifecycle(runtime, config)
+        if life is None:
+            return (yield from runner._flow(view, runtime, segments, direct=direct))
+        life.started(runtime)
+        try:
+            result = yield from runner._flow(view, runtime, segments, direct=direct)
+        except GraphBubbleUp:
+            raise
+        except asyncio.CancelledError:
+            life.cancelled("the task running the agent was cancelled", runtime)
+            raise
+        except BaseException as exc:
+            life.failed(exc, runtime)
+            raise
+        if self._ends_run == "always" or (self._ends_run == "on_jump" and result.jump is not None):
+            life.finished(runtime)
+        return result
+
+    def _flow(
         self,
         view: Any,
         runtime: Runtime[Any] | None,
@@ -347,7 +413,7 @@ class NodeRunner:
 
     def _batch(self, view: Any, runtime: Runtime[Any] | None, items: tuple[Item, ...]) -> NodeResult:
         __tracebackhide__ = True
-        return run_sync(self.flow(view, runtime, [(False, (item,)) for item in items], direct=True))
+        return run_sync(self._flow(view, runtime, [(False, (item,)) for item in items], direct=True))
 
 
 class InterruptInFusedNodeWarning(UserWarning):

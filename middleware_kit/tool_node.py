@@ -7,22 +7,28 @@ is exactly one call, and running it inline saves ``ToolNode``'s thread pool (abo
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Callable, Sequence
 from contextvars import ContextVar
 from dataclasses import replace
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
+from langchain_core.runnables.config import var_child_runnable_config
 from langchain_core.tools import BaseTool
 from langgraph.errors import GraphBubbleUp
 from langgraph.prebuilt import ToolNode
 from langgraph.prebuilt.tool_node import ToolCallRequest as LangGraphToolCallRequest
+from langgraph.prebuilt.tool_node import ToolInvocationError
 from langgraph.runtime import Runtime
 
-from middleware_kit._compat import tool_node_one_call
+from middleware_kit._compat import tool_node_one_call, with_private
 from middleware_kit.chain import Layer, _note_bubble, call_flow, compose
 from middleware_kit.drive import Flow, Step, run_async, run_sync
+from middleware_kit.events import RunLifecycle, run_lifecycle
 from middleware_kit.guards import Guards
+from middleware_kit.trace_policy import config_callbacks_active
 from middleware_kit.types import ToolCallRequest
 from middleware_kit.validation import note_tool_failure
 
@@ -35,46 +41,137 @@ _EXECUTE: ContextVar[Callable[[LangGraphToolCallRequest], Any] | None] = Context
 composed once per agent; the callable is per call). A ContextVar: each call sees its own."""
 
 
-def tool_node(tools: Sequence[BaseTool], layers: Sequence[Layer[Any, Any]], guards: Guards) -> AgentToolNode:
-    """The agent's tool node: ``tools``, the tool chain of ``layers`` (outermost first) around each call."""
+def tool_node(
+    tools: Sequence[BaseTool],
+    layers: Sequence[Layer[Any, Any]],
+    guards: Guards,
+    *,
+    traced_layers: Sequence[Layer[Any, Any]] | None = None,
+) -> AgentToolNode:
+    """The agent's tool node: ``tools``, the tool chain of ``layers`` (outermost first) around each call.
+
+    ``traced_layers``: the same chain with every hook a callback run (:mod:`middleware_kit.tracing`), used for the
+    calls whose run has callback handlers (decided per call, from the call's config). Without layers, each call goes
+    straight to ``ToolNode``'s execute (timed for the run's lifecycle events when the run asked for them).
+    """
     if not layers:
-        return AgentToolNode(tools, wrap_tool_call=None, awrap_tool_call=None, guards=guards)
+        return AgentToolNode(tools, wrap_tool_call=_counted, awrap_tool_call=_acounted, guards=guards)
     chain, achain = compose(layers, _base, _abase)
+    traced, atraced = compose(traced_layers, _traced_base, _atraced_base) if traced_layers else (None, None)
 
     def wrap(request: LangGraphToolCallRequest, execute: Callable[..., Any]) -> Any:
         __tracebackhide__ = True
-        return run_sync(_tool_call(request, execute, chain, None))
+        if traced is not None and config_callbacks_active(_config_of(request)):
+            return run_sync(_tool_call(request, execute, traced, None, _config_of(request)))
+        return run_sync(_tool_call(request, execute, chain, None, None))
 
     async def awrap(request: LangGraphToolCallRequest, execute: Callable[..., Any]) -> Any:
         __tracebackhide__ = True
-        return await run_async(_tool_call(request, execute, _unreachable, achain))
+        if atraced is not None and config_callbacks_active(_config_of(request)):
+            return await run_async(_tool_call(request, execute, _unreachable, atraced, _config_of(request)))
+        return await run_async(_tool_call(request, execute, _unreachable, achain, None))
 
     return AgentToolNode(tools, wrap_tool_call=wrap, awrap_tool_call=awrap, guards=guards)
 
 
+def _config_of(request: Any) -> Any:
+    """The config of one tool call (``ToolRuntime.config``): the one ``ToolNode`` runs the tool with."""
+    return getattr(request.runtime, "config", None)
+
+
+def _counted(request: LangGraphToolCallRequest, execute: Callable[..., Any]) -> Any:
+    """The tool call without a chain: ``execute``, timed when the run asked for lifecycle events."""
+    __tracebackhide__ = True
+    life = run_lifecycle(request.runtime, _config_of(request))
+    if life is None:
+        return execute(request)
+    started = time.perf_counter()
+    try:
+        result = execute(request)
+    except BaseException as exc:
+        life.count_tool_call(time.perf_counter() - started)
+        _escaped(life, exc, request.runtime)
+        raise
+    life.count_tool_call(time.perf_counter() - started)
+    return result
+
+
+async def _acounted(request: LangGraphToolCallRequest, execute: Callable[..., Any]) -> Any:
+    __tracebackhide__ = True
+    life = run_lifecycle(request.runtime, _config_of(request))
+    if life is None:
+        return await execute(request)
+    started = time.perf_counter()
+    try:
+        result = await execute(request)
+    except BaseException as exc:
+        life.count_tool_call(time.perf_counter() - started)
+        _escaped(life, exc, request.runtime)
+        raise
+    life.count_tool_call(time.perf_counter() - started)
+    return result
+
+
+def _escaped(life: RunLifecycle, exc: BaseException, runtime: Any) -> None:
+    """An exception leaving a tool call (after every wrapper): it fails the run (``ToolNode`` answers the model
+    only for ``ToolInvocationError``; interrupts are no failure), or cancels it."""
+    if isinstance(exc, asyncio.CancelledError):
+        life.cancelled("the task running the agent was cancelled", runtime)
+    elif not isinstance(exc, (GraphBubbleUp, ToolInvocationError)):
+        life.failed(exc, runtime)
+
+
 def _tool_call(
-    request: LangGraphToolCallRequest, execute: Callable[..., Any], chain: Any, achain: Any
+    request: LangGraphToolCallRequest, execute: Callable[..., Any], chain: Any, achain: Any, traced_config: Any
 ) -> Flow[Any]:
+    """One call through the chain. ``traced_config`` (traced runs): the call's config, made current so the
+    outermost hook run hangs off the ``tools`` task's run."""
     __tracebackhide__ = True
     token = _EXECUTE.set(execute)
+    context = None if traced_config is None else var_child_runnable_config.set(traced_config)
     try:
         result, _ = yield from call_flow(chain, achain, _from_langgraph(request))
+    except BaseException as exc:
+        life = run_lifecycle(request.runtime, _config_of(request))
+        if life is not None:
+            _escaped(life, exc, request.runtime)
+        raise
     finally:
+        if context is not None:
+            var_child_runnable_config.reset(context)
         _EXECUTE.reset(token)
     return result
 
 
-def _base_flow(request: ToolCallRequest) -> Flow[Any]:
-    """The base of the tool chain: ``ToolNode``'s execute (argument validation, injection, error handling)."""
+def _base_flow(request: ToolCallRequest, traced: bool = False) -> Flow[Any]:
+    """The base of the tool chain: ``ToolNode``'s execute (argument validation, injection, error handling).
+
+    ``traced``: the tool's run must nest under the innermost hook run. ``ToolNode`` runs the tool with the call's
+    config dict (``ToolRuntime.config``, one per call), so its ``callbacks`` is pointed at the current hook run's
+    child manager for the duration of the execution, and restored after.
+    """
     __tracebackhide__ = True
     execute = _EXECUTE.get()
     if execute is None:
         raise RuntimeError("middleware_kit: tool handler called outside a tool call")
+    config = _config_of(request)
+    life = run_lifecycle(request.runtime, config)
+    started = time.perf_counter() if life is not None else 0.0
+    swapped = False
+    if traced and isinstance(config, dict):
+        current = var_child_runnable_config.get()
+        if current is not None and current.get("callbacks") is not None:
+            saved, config["callbacks"], swapped = config.get("callbacks"), current["callbacks"], True
     try:
         return (yield Step(execute, execute, _to_langgraph(request)))
     except GraphBubbleUp as exc:
         _note_bubble(exc)
         raise
+    finally:
+        if swapped:
+            config["callbacks"] = saved
+        if life is not None:
+            life.count_tool_call(time.perf_counter() - started)
 
 
 def _base(request: ToolCallRequest) -> Any:
@@ -85,6 +182,16 @@ def _base(request: ToolCallRequest) -> Any:
 async def _abase(request: ToolCallRequest) -> Any:
     __tracebackhide__ = True
     return await run_async(_base_flow(request))
+
+
+def _traced_base(request: ToolCallRequest) -> Any:
+    __tracebackhide__ = True
+    return run_sync(_base_flow(request, traced=True))
+
+
+async def _atraced_base(request: ToolCallRequest) -> Any:
+    __tracebackhide__ = True
+    return await run_async(_base_flow(request, traced=True))
 
 
 def _unreachable(request: Any) -> Any:
@@ -133,6 +240,10 @@ class AgentToolNode(ToolNode):
         except Exception as exc:
             note_tool_failure(exc, call)
             raise
+
+    def _extract_state(self, input: Any, config: RunnableConfig) -> Any:
+        # the state tools read (``ToolRuntime.state``, ``InjectedState``) includes the private keys streams hide
+        return with_private(super()._extract_state(input, config))
 
     def _func(self, input: Any, config: RunnableConfig, runtime: Runtime[Any]) -> Any:
         __tracebackhide__ = True

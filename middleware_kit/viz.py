@@ -28,6 +28,7 @@ from uuid import UUID
 from langchain_core.callbacks import BaseCallbackHandler
 
 from middleware_kit.errors import MiddlewareError
+from middleware_kit.otel import _hook_run
 from middleware_kit.plan import MiddlewarePlan, PlannedHook
 
 __all__ = [
@@ -299,8 +300,8 @@ class TimelineRecorder(BaseCallbackHandler):
     def on_chain_start(self, serialized: dict[str, Any] | None, inputs: Any, *, run_id: UUID,
                        parent_run_id: UUID | None = None, **kwargs: Any) -> None:
         name = str(kwargs.get("name") or (serialized or {}).get("name") or "chain")
-        middleware, dot, _hook = name.rpartition(".")
-        lane = "agent" if parent_run_id is None else middleware if dot and middleware else "graph"
+        hook_run = _hook_run(name, kwargs.get("tags"), kwargs.get("metadata"))
+        lane = "agent" if parent_run_id is None else hook_run[0] if hook_run is not None else "graph"
         self._begin(run_id, name, lane)
 
     def on_chat_model_start(self, serialized: dict[str, Any], messages: Any, *, run_id: UUID, **kwargs: Any) -> None:

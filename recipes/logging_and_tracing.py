@@ -7,7 +7,10 @@ What it shows
     ``agent.stream(..., stream_mode="custom")`` (and ``astream``); the order they arrive in is checked against the
     order ``agent.middleware_plan`` predicts, and their metadata (hook, run id, thread id, sequence number) are
     checked too. Then the same agent runs with ``OpenTelemetryCallbackHandler`` (the ``otel`` extra) and an
-    in-memory exporter: one span for the agent, one per model call, one per tool call.
+    in-memory exporter: one span for the agent, one per model call, one per tool call, and one per hook call
+    (``"outer.wrap_model_call"``...), nested as the onion runs: the chat span inside the innermost
+    ``wrap_model_call`` span. ``inner`` sets ``trace_policy`` so its hook runs record no payload in tracers. Last,
+    the run asks for lifecycle events (``run_started``/``run_finished`` with counts and durations).
 
 When to use it
     Whenever you want to *see* what your pipeline does: debugging an ordering question, feeding a tracing or
@@ -31,6 +34,7 @@ from middleware_kit import AgentMiddleware, MiddlewarePlan, ModelRequest, ToolCa
 from middleware_kit.events import Event, emit
 from middleware_kit.hooks import AsyncModelHandler, AsyncToolHandler, ModelHandler, ToolHandler, ToolResult
 from middleware_kit.testing import ScriptedChatModel, tool_call
+from middleware_kit.trace_policy import TracePolicy, omit_payload
 
 
 class HookLogger(AgentMiddleware):
@@ -123,6 +127,13 @@ class HookLogger(AgentMiddleware):
         self._emit(request.runtime, "after_tool", f"-> {getattr(result, 'content', result)!r}")
 
 
+class Quiet(HookLogger):
+    """A ``HookLogger`` whose hook runs record no payload in tracers (LangSmith): the state and requests may be
+    large, or private. Its runs and their timing stay; the messages stay on the chat-model run."""
+
+    trace_policy = TracePolicy(process_inputs=omit_payload, process_outputs=omit_payload)
+
+
 @tool
 def get_time(city: str) -> str:
     """The local time in a city."""
@@ -138,7 +149,7 @@ def build_agent() -> tuple[Any, ScriptedChatModel]:
         cycle=True,  # the same two-step script serves the invoke run and the ainvoke run
     )
     agent = create_agent(
-        model, [get_time], middleware=[HookLogger("outer"), HookLogger("inner")], name="tracing_recipe",
+        model, [get_time], middleware=[HookLogger("outer"), Quiet("inner")], name="tracing_recipe",
         checkpointer=InMemorySaver(),
     )
     return agent, model
@@ -229,13 +240,51 @@ def trace_with_opentelemetry(agent: Any, question: str) -> None:
     for span in sorted(spans, key=lambda s: s.start_time or 0):
         attributes = dict(span.attributes or {})
         print(f"  {span.name:<28} {attributes.get('gen_ai.operation.name')}")
-    names = sorted(s.name for s in spans)
+    names = sorted(s.name for s in spans if " " in s.name)  # the GenAI spans: agent, chat, tool
     expected = sorted(["invoke_agent tracing_recipe", "chat scripted", "chat scripted", "execute_tool get_time"])
     if names != expected:
         raise SystemExit(f"unexpected spans: {names}")
     (tool_span,) = [s for s in spans if s.name == "execute_tool get_time"]
     if (tool_span.attributes or {}).get("gen_ai.tool.name") != "get_time":
         raise SystemExit("the tool span should name its tool")
+    # every hook is a span, nested as the onion: chat inside inner.wrap_model_call inside outer.wrap_model_call
+    by_id = {s.context.span_id: s for s in spans}
+
+    def parent(span: Any) -> str:
+        return by_id[span.parent.span_id].name if span.parent is not None else ""
+
+    hook_spans = {s.name for s in spans if " " not in s.name}
+    for planned in agent.middleware_plan.hooks:
+        for hook in planned.phase.split("+"):  # a before_tool/after_tool pair: one span per hook
+            if f"{planned.middleware}.{hook}" not in hook_spans:
+                raise SystemExit(f"no span for {planned.middleware}.{hook}: {sorted(hook_spans)}")
+    chats = [s for s in spans if s.name == "chat scripted"]
+    if {parent(c) for c in chats} != {"inner.wrap_model_call"} or parent(tool_span) != "inner.wrap_tool_call":
+        raise SystemExit("the model and tool calls should sit inside the innermost wrap hook spans")
+
+
+def trace_policy_and_lifecycle(agent: Any, question: str) -> None:
+    """``inner``'s trace policy omits its hook payloads in tracers; the run asks for lifecycle events."""
+    from langchain_core.tracers.run_collector import RunCollectorCallbackHandler
+
+    collector = RunCollectorCallbackHandler()  # a tracer, as LangSmith's LangChainTracer is
+    config = {"callbacks": [collector], "configurable": {"thread_id": "lifecycle", "lifecycle_events": True}}
+    events = list(agent.stream({"messages": [HumanMessage(question)]}, config, stream_mode="custom"))
+    runs, todo = [], list(collector.traced_runs)
+    while todo:
+        run = todo.pop()
+        runs.append(run)
+        todo.extend(run.child_runs)
+    inner = [r for r in runs if r.name.startswith("inner.")]
+    outer = [r for r in runs if r.name == "outer.before_model"]
+    if not inner or any(r.inputs for r in inner) or not all(question in str(r.inputs) for r in outer):
+        raise SystemExit("inner's hook runs should record no inputs, outer's should")
+    first, last = events[0], events[-1]
+    print(f"\n>>> lifecycle: {first['event']} ... {last['event']}: {last['model_calls']} model call(s), "
+          f"{last['tool_calls']} tool call(s) in {last['duration_s'] * 1000:.1f} ms")
+    if (first["event"], last["event"], last["model_calls"], last["tool_calls"]) != ("run_started", "run_finished",
+                                                                                      2, 1):
+        raise SystemExit(f"unexpected lifecycle events: {first!r} {last!r}")
 
 
 def main() -> None:
@@ -256,11 +305,13 @@ def main() -> None:
     if model.call_count != 4:  # 2 model calls per run, 2 runs
         raise SystemExit(f"expected 4 model calls, got {model.call_count}")
     trace_with_opentelemetry(agent, question)
+    trace_policy_and_lifecycle(agent, question)
     # The bridging column of the plan: both twins are defined, so nothing is bridged in either mode.
     if any(h.under_invoke != "direct" or h.under_ainvoke != "direct" for h in plan.hooks):
         raise SystemExit("a hook with both twins should run directly under invoke and ainvoke")
     print(f"\nOK: {len(sync_events)} typed events, in the order agent.middleware_plan predicts, under stream and "
-          "astream; spans for the agent, each model call and the tool call.")
+          "astream; spans for the agent, each model call, the tool call and every hook; a trace policy; "
+          "lifecycle events.")
 
 
 if __name__ == "__main__":

@@ -1,11 +1,12 @@
 """``SummarizationMiddleware``: summarize old history when the context grows, without breaking the conversation.
 
-It works around the model call (``wrap_model_call``), where the request it measures is the one the model will get:
-its messages, the system prompt and the bound tools' schemas all count. When the trigger fires it asks the
-summarizer for a summary of the older messages, sends the model ``[summary, *kept]``, and stores that history in
-state (``RemoveMessage(REMOVE_ALL_MESSAGES)``, the summary, the kept messages as state holds them, then the model's
-answer) through an ``ExtendedModelResponse``, in the same step: if the summarizer (or the model) fails, nothing is
-written.
+It is a ``before_model`` hook, as in LangChain: when the trigger fires it asks the summarizer for a summary of the
+older messages and returns the state update ``{"messages": [RemoveMessage(REMOVE_ALL_MESSAGES), summary, *kept]}``
+(the kept messages are state's own), so every later ``before_model`` hook and the model see ``[summary, *kept]``.
+What it measures is what the model call will send: the messages, plus the agent's system prompt and the bound
+tools' schemas, read from :func:`middleware_kit.agent_defaults.current_agent` (outside an agent, e.g. the hook
+called directly, only the messages count). The ``before_model`` hooks and the model call share one graph node, so if
+the summarizer or the model fails, nothing is written.
 
 Beyond LangChain v1: a default trigger that fires (``DEFAULT_TRIGGER``), exact offline tiktoken counting with a
 per-message memo (:mod:`middleware_kit.middlewares._tokens`), cuts that never orphan a tool call and never drop the
@@ -28,7 +29,6 @@ import functools
 import inspect
 import math
 import sys
-import uuid
 import warnings
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -50,17 +50,17 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.constants import TAG_NOSTREAM
 from langgraph.errors import GraphBubbleUp
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
-from langgraph.types import Command
+from langgraph.runtime import Runtime
 
 from middleware_kit import models
+from middleware_kit.agent_defaults import AgentDefaults, current_agent
 from middleware_kit.drive import Flow, Step, run_async, run_sync
-from middleware_kit.errors import MiddlewareConfigError
-from middleware_kit.hooks import AsyncModelHandler, ModelHandler
+from middleware_kit.errors import MiddlewareConfigError, MiddlewareError
 from middleware_kit.middleware import AgentMiddleware
 from middleware_kit.middlewares._frozen import FrozenConfig
 from middleware_kit.middlewares._stream import emit
 from middleware_kit.middlewares._tokens import TiktokenCounter, encoding_for_model
-from middleware_kit.types import ExtendedModelResponse, ModelRequest, ModelResponse
+from middleware_kit.types import ModelRequest
 
 __all__ = [
     "DEFAULT_SUMMARY_PROMPT",
@@ -68,6 +68,7 @@ __all__ = [
     "DEFAULT_TRIGGER_WITHOUT_PROFILE",
     "SUMMARIZER_TAG",
     "SUMMARY_PREFIX",
+    "SUMMARY_SOURCE",
     "ContextSize",
     "ContextFraction",
     "ContextMessages",
@@ -107,9 +108,15 @@ DEFAULT_TRIGGER: ContextSize = ("fraction", 0.75)
 DEFAULT_TRIGGER_WITHOUT_PROFILE: ContextSize = ("tokens", 100_000)
 """The default trigger when the model has no profile: 100k tokens."""
 SUMMARY_PREFIX = "Here is a summary of the conversation to date:\n\n"
+"""Start of the summary message's content (LangChain's text)."""
+SUMMARY_SOURCE = "summarization"
+"""``additional_kwargs["lc_source"]`` of the summary message and ``metadata["lc_source"]`` of the summarizer's call
+(LangChain's marks)."""
 SUMMARIZER_TAG = "middleware_kit:summarizer"
 """Tag of the summarizer's model call (with LangGraph's ``nostream``, which keeps it out of the messages stream)."""
 _SUMMARY_MARK = "middleware_kit_summary"
+"""The mark of summaries written by middleware_kit before 1.5 compatibility (still recognized)."""
+_NO_DEFAULTS = AgentDefaults()
 
 DEFAULT_SUMMARY_PROMPT = """<role>
 Context Extraction Assistant
@@ -162,8 +169,11 @@ def resolve_model(model: Any) -> BaseChatModel:
 
 
 def is_summary(message: BaseMessage) -> bool:
-    """True for a summary message written by this middleware."""
-    return isinstance(message, HumanMessage) and bool(message.additional_kwargs.get(_SUMMARY_MARK))
+    """True for a summary message written by this middleware (or by LangChain's: ``lc_source="summarization"``)."""
+    if not isinstance(message, HumanMessage):
+        return False
+    kwargs = message.additional_kwargs
+    return kwargs.get("lc_source") == SUMMARY_SOURCE or bool(kwargs.get(_SUMMARY_MARK))
 
 
 # -- trigger / keep validation ---------------------------------------------------------------------------------
@@ -513,7 +523,10 @@ class SummarizationMiddleware(FrozenConfig, AgentMiddleware):
             if plan.previous:
                 text = f"Previous summary (fold it into yours):\n{plan.previous}\n\n{text}"
             prompt = self.summary_prompt.replace("{messages}", text)
-        return [HumanMessage(prompt)], {"tags": [TAG_NOSTREAM, SUMMARIZER_TAG], "run_name": f"{self.name}.summarize"}
+        return [HumanMessage(prompt)], {
+            "tags": [TAG_NOSTREAM, SUMMARIZER_TAG], "metadata": {"lc_source": SUMMARY_SOURCE},
+            "run_name": f"{self.name}.summarize",
+        }
 
     def _summary_text(self, result: Any) -> str:
         text = result.text if isinstance(result, BaseMessage) else result
@@ -529,7 +542,7 @@ class SummarizationMiddleware(FrozenConfig, AgentMiddleware):
         summarizer = self.model if self.summarizer is None else self.summarizer
         if isinstance(summarizer, Runnable):
             if self.summarizer is not None:
-                config = {"tags": [TAG_NOSTREAM, SUMMARIZER_TAG]}
+                config = {"tags": [TAG_NOSTREAM, SUMMARIZER_TAG], "metadata": {"lc_source": SUMMARY_SOURCE}}
             result = yield Step(
                 functools.partial(summarizer.invoke, config=config),
                 functools.partial(summarizer.ainvoke, config=config),
@@ -542,7 +555,7 @@ class SummarizationMiddleware(FrozenConfig, AgentMiddleware):
         return self._summary_text(result)
 
     def _summary_message(self, text: str) -> HumanMessage:
-        return HumanMessage(content=SUMMARY_PREFIX + text, additional_kwargs={_SUMMARY_MARK: True})
+        return HumanMessage(content=SUMMARY_PREFIX + text, additional_kwargs={"lc_source": SUMMARY_SOURCE})
 
     def _started(self, request: ModelRequest[Any], plan: _Plan) -> None:
         emit(request.runtime, {
@@ -558,63 +571,54 @@ class SummarizationMiddleware(FrozenConfig, AgentMiddleware):
             "message": str(error), "action": "skipped",
         })
 
-    def _apply(self, request: ModelRequest[Any], plan: _Plan, text: str) -> tuple[ModelRequest[Any], list[Any]]:
+    def _apply(self, request: ModelRequest[Any], plan: _Plan, text: str) -> dict[str, Any]:
         summary = self._summary_message(text)
         messages = [summary, *plan.kept]
-        after = self._request_tokens(request, messages)
         emit(request.runtime, {
             "event": "summarization_finished", "middleware": self.name, "tokens_before": plan.tokens_before,
-            "tokens_after": after, "messages_after": len(messages),
+            "tokens_after": self._request_tokens(request, messages), "messages_after": len(messages),
         })
-        stored = [summary, *_as_stored(plan.kept, request.state)]
-        return request.override(messages=tuple(messages)), [RemoveMessage(id=REMOVE_ALL_MESSAGES), *stored]
-
-    @staticmethod
-    def _respond(response: ModelResponse[Any], history: list[Any]) -> ExtendedModelResponse[Any]:
-        # The model's messages are written first, then this update: so it must end with them again (same ids).
-        for message in response.result:
-            if message.id is None:
-                message.id = str(uuid.uuid4())
-        update = {"messages": [*history, *response.result]}
-        return ExtendedModelResponse(model_response=response, command=Command(update=update))
+        return {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), *messages]}
 
     # -- the hooks -----------------------------------------------------------------------------------------------
-    def wrap_model_call(
-        self, request: ModelRequest[Any], handler: ModelHandler
-    ) -> ModelResponse[Any] | ExtendedModelResponse[Any]:
-        return run_sync(self._summarizing(request, handler))
+    def before_model(self, state: Any, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Summarize when the trigger fires: ``{"messages": [RemoveMessage(REMOVE_ALL_MESSAGES), summary, *kept]}``,
+        else ``None``."""
+        return run_sync(self._summarizing(state, runtime))
 
-    async def awrap_model_call(
-        self, request: ModelRequest[Any], handler: AsyncModelHandler
-    ) -> ModelResponse[Any] | ExtendedModelResponse[Any]:
-        return await run_async(self._summarizing(request, handler))
+    async def abefore_model(self, state: Any, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Async twin of :meth:`before_model` (an async summarizer is awaited on the loop)."""
+        return await run_async(self._summarizing(state, runtime))
 
-    def _summarizing(
-        self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Any]
-    ) -> Flow[ModelResponse[Any] | ExtendedModelResponse[Any]]:
+    def request_for(self, state: Any, runtime: Runtime[Any] | None) -> ModelRequest[Any]:
+        """What the model call would start from with ``state``'s messages: the agent's system message, tools and
+        model (:func:`~middleware_kit.agent_defaults.current_agent`); outside an agent, the messages alone (and this
+        middleware's model, for its profile). This is what the trigger and the counts measure."""
+        messages = state.get("messages") if isinstance(state, Mapping) else None
+        if not isinstance(messages, (list, tuple)):
+            raise MiddlewareError(
+                f"{self.name}.before_model: the state has no 'messages' list (got {type(messages).__name__}). "
+                f"Run it in an agent, or pass a state such as {{'messages': [...]}}.",
+                middleware=self.name,
+                hook="before_model",
+            )
+        defaults = current_agent() or _NO_DEFAULTS
+        return defaults.request(messages, state=state, runtime=runtime, model=self.model)
+
+    def _summarizing(self, state: Any, runtime: Runtime[Any] | None) -> Flow[dict[str, Any] | None]:
         """Both hooks' one body, as steps a sync or an async driver runs (:mod:`middleware_kit.drive`): the
-        summarizer's call (it may be async) and the next handler's are the steps whose mode differs."""
+        summarizer's call (it may be async) is the step whose mode differs."""
+        request = self.request_for(state, runtime)
         plan = self._plan(request)
-        if plan is not None:
-            self._started(request, plan)
-            try:
-                text = yield from self._summarize(plan)
-            except Exception as error:
-                self._failed(request, error)
-            else:
-                new_request, history = self._apply(request, plan, text)
-                return self._respond((yield Step(handler, handler, new_request)), history)
-        response: ModelResponse[Any] = yield Step(handler, handler, request)
-        return response
-
-
-def _as_stored(kept: Sequence[AnyMessage], state: Any) -> list[AnyMessage]:
-    """The kept messages as state holds them (matched by id): the model gets the request's copies, but what outer
-    layers changed only for this call (a PII vault stripped, a tool result cleared) must not be written back to the
-    thread. A message state does not hold (or without an id) is written as the request has it."""
-    held = state.get("messages") if isinstance(state, Mapping) else None
-    by_id = {m.id: m for m in held or () if getattr(m, "id", None) is not None}
-    return [by_id.get(m.id, m) if m.id is not None else m for m in kept]
+        if plan is None:
+            return None
+        self._started(request, plan)
+        try:
+            text = yield from self._summarize(plan)
+        except Exception as error:
+            self._failed(request, error)
+            return None
+        return self._apply(request, plan, text)
 
 
 def _schema(tool: Any) -> Any:

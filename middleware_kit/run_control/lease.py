@@ -31,8 +31,9 @@ import weakref
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from middleware_kit import drive as drive_steps
 from middleware_kit.run_control.errors import RunControlConfigError, ThreadBusyError
 
 __all__ = [
@@ -209,42 +210,31 @@ def acquire_flow(
         yield Call("dequeue", (thread_id, ticket))
 
 
+def _binder(backend: Any) -> Callable[[Call | Sleep], drive_steps.Step]:
+    """How a lease flow's steps run on ``backend``: a :class:`Call` is its operation (``a`` + name under the async
+    driver), a :class:`Sleep` ``time.sleep``/``asyncio.sleep``. Resolved when the step runs, so a backend needs only
+    the form of the mode it is driven in."""
+
+    def bind(step: Call | Sleep) -> drive_steps.Step:
+        if isinstance(step, Sleep):
+            return drive_steps.Step(time.sleep, asyncio.sleep, step.seconds)
+        name = step.name
+        return drive_steps.Step(
+            lambda *args: getattr(backend, name)(*args), lambda *args: getattr(backend, "a" + name)(*args), *step.args
+        )
+
+    return bind
+
+
 def drive(flow: Generator[Step, Any, Any], backend: Any) -> Any:
-    """Run a flow with sync calls on ``backend`` (a :class:`LeaseBackend`, or anything with its operations)."""
-    value: Any = None
-    error: BaseException | None = None
-    while True:
-        try:
-            step = flow.throw(error) if error is not None else flow.send(value)
-        except StopIteration as stop:
-            return stop.value
-        value, error = None, None
-        try:
-            if isinstance(step, Sleep):
-                time.sleep(step.seconds)
-            else:
-                value = getattr(backend, step.name)(*step.args)
-        except BaseException as exc:  # handed to the flow, whose finally cleans up
-            error = exc
+    """Run a flow with sync calls on ``backend`` (a :class:`LeaseBackend`, or anything with its operations), on the
+    engine's one driver (:func:`middleware_kit.drive.run_sync`)."""
+    return drive_steps.run_sync(flow, _binder(backend))
 
 
 async def adrive(flow: Generator[Step, Any, Any], backend: Any) -> Any:
-    """Run a flow with async calls."""
-    value: Any = None
-    error: BaseException | None = None
-    while True:
-        try:
-            step = flow.throw(error) if error is not None else flow.send(value)
-        except StopIteration as stop:
-            return stop.value
-        value, error = None, None
-        try:
-            if isinstance(step, Sleep):
-                await asyncio.sleep(step.seconds)
-            else:
-                value = await getattr(backend, "a" + step.name)(*step.args)
-        except BaseException as exc:
-            error = exc
+    """Run a flow with async calls (:func:`middleware_kit.drive.run_async`)."""
+    return await drive_steps.run_async(flow, _binder(backend))
 
 
 # -- in process ------------------------------------------------------------------------------------------------------
@@ -695,6 +685,47 @@ def _pg_ddl_race(exc: BaseException) -> bool:
                             psycopg.errors.DuplicateObject))
 
 
+async def _arun_postgres(self: Any, stmts: list[Stmt], write: bool = True) -> list[list[tuple[Any, ...]]]:
+    """``_arun`` of :class:`AsyncPostgresLeaseBackend`; its sync twin is ``PostgresLeaseBackend._run`` (the same
+    source with the awaits dropped: :func:`middleware_kit.drive.sync_twin`)."""
+    from psycopg.rows import tuple_row
+
+    async with self._conn() as conn:
+        if not self._ready:
+            for attempt in range(3):
+                try:
+                    async with conn.transaction():
+                        for sql in _ddl(self.dialect):
+                            await conn.execute(sql)
+                    break
+                except Exception as exc:
+                    if attempt == 2 or not _pg_ddl_race(exc):
+                        raise
+            self._ready = True
+        if not stmts:
+            return []
+        async with contextlib.AsyncExitStack() as stack:
+            if len(stmts) > 1:  # one statement is atomic by itself (autocommit: one round trip)
+                await stack.enter_async_context(conn.transaction())
+            cur = await stack.enter_async_context(conn.cursor(row_factory=tuple_row))
+            out = []
+            for sql, args in stmts:
+                await cur.execute(sql, args)
+                out.append(await cur.fetchall() if cur.description else [])
+            return out
+
+
+if TYPE_CHECKING:
+
+    def _run_postgres(self: Any, stmts: list[Stmt], write: bool = True) -> list[list[tuple[Any, ...]]]: ...
+
+else:
+    _run_postgres = drive_steps.sync_twin(
+        _arun_postgres,
+        {"_arun_postgres": "_run_postgres", "AsyncExitStack": "ExitStack", "enter_async_context": "enter_context"},
+    )
+
+
 class PostgresLeaseBackend(_SqlBackend):
     """Tables in the ``PostgresSaver``'s database, on its connection (or pool) and under its lock."""
 
@@ -711,32 +742,7 @@ class PostgresLeaseBackend(_SqlBackend):
             else:
                 yield self.saver.conn
 
-    def _run(self, stmts: list[Stmt], write: bool = True) -> list[list[tuple[Any, ...]]]:
-        from psycopg.rows import tuple_row
-
-        with self._conn() as conn:
-            if not self._ready:
-                for attempt in range(3):
-                    try:
-                        with conn.transaction():
-                            for sql in _ddl(self.dialect):
-                                conn.execute(sql)
-                        break
-                    except Exception as exc:
-                        if attempt == 2 or not _pg_ddl_race(exc):
-                            raise
-                self._ready = True
-            if not stmts:
-                return []
-            with contextlib.ExitStack() as stack:
-                if len(stmts) > 1:  # one statement is atomic by itself (autocommit: one round trip)
-                    stack.enter_context(conn.transaction())
-                cur = stack.enter_context(conn.cursor(row_factory=tuple_row))
-                out = []
-                for sql, args in stmts:
-                    cur.execute(sql, args)
-                    out.append(cur.fetchall() if cur.description else [])
-                return out
+    _run = _run_postgres
 
 
 class AsyncPostgresLeaseBackend(_SqlBackend):
@@ -755,32 +761,7 @@ class AsyncPostgresLeaseBackend(_SqlBackend):
             else:
                 yield self.saver.conn
 
-    async def _arun(self, stmts: list[Stmt], write: bool = True) -> list[list[tuple[Any, ...]]]:
-        from psycopg.rows import tuple_row
-
-        async with self._conn() as conn:
-            if not self._ready:
-                for attempt in range(3):
-                    try:
-                        async with conn.transaction():
-                            for sql in _ddl(self.dialect):
-                                await conn.execute(sql)
-                        break
-                    except Exception as exc:
-                        if attempt == 2 or not _pg_ddl_race(exc):
-                            raise
-                self._ready = True
-            if not stmts:
-                return []
-            async with contextlib.AsyncExitStack() as stack:
-                if len(stmts) > 1:  # one statement is atomic by itself (autocommit: one round trip)
-                    await stack.enter_async_context(conn.transaction())
-                cur = await stack.enter_async_context(conn.cursor(row_factory=tuple_row))
-                out = []
-                for sql, args in stmts:
-                    await cur.execute(sql, args)
-                    out.append(await cur.fetchall() if cur.description else [])
-                return out
+    _arun = _arun_postgres
 
 
 _BACKENDS: weakref.WeakKeyDictionary[Any, LeaseBackend] = weakref.WeakKeyDictionary()

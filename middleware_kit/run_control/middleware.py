@@ -25,10 +25,12 @@ from collections.abc import Awaitable, Sequence
 from typing import Annotated, Any, NotRequired, TypeVar
 
 from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.runnables.config import var_child_runnable_config
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
 from middleware_kit.decorators import hook_config
+from middleware_kit.events import run_lifecycle
 from middleware_kit.flow import ModelCallFlow, ToolCallFlow
 from middleware_kit.hooks import AsyncModelHandler, AsyncToolHandler, ModelHandler, ToolHandler, ToolResult
 from middleware_kit.middleware import AgentMiddleware
@@ -76,9 +78,16 @@ def final_message(handle: RunHandle) -> AIMessage:
 def _terminal(handle: RunHandle) -> None:
     if not handle.claim_terminal():
         return
+    details = {"thread_id": handle.thread_id, "run_id": handle.run_id, "elapsed": round(handle.elapsed(), 3)}
+    if handle.stop_kind == "cancelled":
+        # One event for one cancel: a run that asked for lifecycle events gets the framework's run_cancelled (with
+        # the run's counts and these details), which also closes its lifecycle; others get this middleware's own.
+        life = run_lifecycle(None, var_child_runnable_config.get())
+        if life is not None:
+            life.cancelled(str(handle.stop_reason), None, details)
+            return
     event = "run_cancelled" if handle.stop_kind == "cancelled" else "run_deadline_exceeded"
-    emit(None, {"event": event, "middleware": "RunControlMiddleware", "thread_id": handle.thread_id,
-                "run_id": handle.run_id, "reason": handle.stop_reason, "elapsed": round(handle.elapsed(), 3)})
+    emit(None, {"event": event, "middleware": "RunControlMiddleware", **details, "reason": handle.stop_reason})
 
 
 def _stopped_model(handle: RunHandle) -> ModelResponse[Any]:

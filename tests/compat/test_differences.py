@@ -11,6 +11,9 @@ from typing import Any, NotRequired
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
+from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.types import Command
 
 from middleware_kit import (
     AgentMiddleware,
@@ -24,12 +27,14 @@ from middleware_kit import (
     wrap_model_call,
 )
 from middleware_kit.middlewares._frozen import FrozenMiddlewareError
+from middleware_kit.middlewares._tokens import TiktokenCounter
 from middleware_kit.middlewares.fallback import ModelFallbackMiddleware
+from middleware_kit.middlewares.human_in_the_loop import HumanInTheLoopMiddleware
 from middleware_kit.middlewares.limits import ModelCallLimitMiddleware, ToolCallLimitMiddleware
 from middleware_kit.middlewares.retry import ModelRetryMiddleware, calculate_delay
 from middleware_kit.middlewares.summarization import SummarizationMiddleware, is_summary
 from middleware_kit.middlewares.todo_list import TodoListMiddleware
-from middleware_kit.testing import ScriptedChatModel, make_request, run_model_chain
+from middleware_kit.testing import ScriptedChatModel, make_request, run_model_chain, tool_call
 from tests.conftest import Runner
 
 Q = {"messages": [HumanMessage("hi")]}
@@ -129,19 +134,21 @@ def test_bundled_wrap_hooks_are_flows_called_through_the_testing_kit() -> None:
         ModelFallbackMiddleware(backup).wrap_model_call(make_request(["hi"]), lambda r: None)  # type: ignore[call-arg]
 
 
-def test_summarization_runs_around_the_model_call_and_its_default_trigger_fires() -> None:
-    # LangChain 1.5: summarization is a before_model hook, measures the messages only, and without `trigger` never
-    # summarizes. Here it works in wrap_model_call (before_model does nothing), counts the system prompt and the bound
-    # tools too, and defaults to 75% of the model's window (100k tokens without a profile).
-    mw = SummarizationMiddleware(ScriptedChatModel(["S"]), trigger=("messages", 3), keep=("messages", 1))
-    assert mw.before_model({"messages": [HumanMessage("a")] * 5}, None) is None  # type: ignore[arg-type]
+def test_summarization_counts_the_whole_request_and_its_default_trigger_fires() -> None:
+    # LangChain 1.5: the trigger measures the messages only, and without `trigger` it never summarizes. Here it also
+    # counts the agent's system prompt and bound tools (exactly, with tiktoken by default), and defaults to 75% of
+    # the model's window (100k tokens without a profile).
     assert SummarizationMiddleware(ScriptedChatModel([])).trigger == ("tokens", 100_000)
     assert SummarizationMiddleware(ScriptedChatModel([], profile={"max_input_tokens": 1000})).trigger == (
         "fraction", 0.75)
-    model = ScriptedChatModel(["final"])
     history = [HumanMessage("q0"), AIMessage("a0"), HumanMessage("q1")]
-    result = create_agent(model, middleware=[mw]).invoke({"messages": history})
-    assert is_summary(result["messages"][0]) and model.calls[0].messages[0] is not history[0]
+    prompt = "Answer in full sentences. " * 50
+    whole = TiktokenCounter()([SystemMessage(prompt), *history])
+    mw = SummarizationMiddleware(ScriptedChatModel(["S"]), trigger=("tokens", whole), keep=("messages", 1))
+    bare = create_agent(ScriptedChatModel(["final"]), middleware=[mw]).invoke({"messages": history})
+    prompted = create_agent(ScriptedChatModel(["final"]), system_prompt=prompt, middleware=[mw]).invoke(
+        {"messages": history})
+    assert not is_summary(bare["messages"][0]) and is_summary(prompted["messages"][0])
 
 
 def test_retry_differences() -> None:
@@ -190,3 +197,57 @@ def test_agent_middleware_subclasses_need_no_super_init() -> None:
     mw = _Plain()
     mw.anything = 1  # type: ignore[attr-defined]
     assert mw.name == "_Plain"
+
+
+def _hitl_agent(mode: str) -> tuple[Any, list[str]]:
+    ran: list[str] = []
+
+    @tool
+    def send_email(to: str) -> str:
+        """Send an email."""
+        ran.append(f"send_email({to})")
+        return f"sent to {to}"
+
+    @tool
+    def read_file(path: str) -> str:
+        """Read a file."""
+        ran.append(f"read_file({path})")
+        return "contents"
+
+    model = ScriptedChatModel([AIMessage("", tool_calls=[
+        tool_call("send_email", {"to": "alice"}, id="c_1"), tool_call("send_email", {"to": "carol"}, id="c_2"),
+        tool_call("read_file", {"path": "y.txt"}, id="c_3"),
+    ]), "done"])
+    hitl = HumanInTheLoopMiddleware({"send_email": True}, interrupt_mode=mode)  # type: ignore[arg-type]
+    return create_agent(model, [send_email, read_file], middleware=[hitl], checkpointer=InMemorySaver()), ran
+
+
+def test_hitl_edit_replaces_the_call_in_the_ai_message() -> None:
+    # LangChain 1.5 keeps the model's own call in the AIMessage and runs the reviewer's in its place (a private state
+    # key); here the AIMessage shows the call that ran (the request is kept in response_metadata). The ToolMessage
+    # starts with LangChain's edit notice in both.
+    agent, ran = _hitl_agent("batched")
+    config: Any = {"configurable": {"thread_id": "edit"}}
+    agent.invoke(Q, config)
+    edit = {"type": "edit", "edited_action": {"name": "send_email", "args": {"to": "bob"}}}
+    out = agent.invoke(Command(resume={"decisions": [edit, {"type": "approve"}]}), config)
+    ai = out["messages"][1]
+    assert ai.tool_calls[0]["args"] == {"to": "bob"}
+    assert ai.response_metadata["human_review"]["c_1"]["requested"]["args"] == {"to": "alice"}
+    answer = next(m for m in out["messages"] if getattr(m, "tool_call_id", None) == "c_1")
+    assert answer.content.startswith("Note: a human reviewer replaced this tool call before it ran.")
+    assert sorted(ran) == ["read_file(y.txt)", "send_email(bob)", "send_email(carol)"]
+
+
+def test_hitl_per_call_pauses_one_call_at_a_time_before_any_call_runs() -> None:
+    # LangChain 1.5 raises per_call interrupts in the tool node: every gated call of the turn pauses at once and the
+    # ungated read_file runs meanwhile. Here they come one after the other from after_model, and no call of the turn
+    # runs until every gated call is decided (a resume never re-runs a tool).
+    agent, ran = _hitl_agent("per_call")
+    config: Any = {"configurable": {"thread_id": "per-call"}}
+    (first,) = agent.invoke(Q, config)["__interrupt__"]
+    assert first.value["tool_call_id"] == "c_1" and ran == []
+    (second,) = agent.invoke(Command(resume={first.id: {"type": "approve"}}), config)["__interrupt__"]
+    assert second.value["tool_call_id"] == "c_2" and ran == []
+    agent.invoke(Command(resume={second.id: {"type": "reject", "message": "no"}}), config)
+    assert sorted(ran) == ["read_file(y.txt)", "send_email(alice)"]

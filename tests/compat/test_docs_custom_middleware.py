@@ -403,7 +403,7 @@ def test_working_with_system_messages(run: Runner) -> None:
 # -- Engine-level differences LangChain 1.5 users hit on this page (to be fixed; strict xfails) --------------------
 @pytest.mark.usefixtures("fake_openai")
 def test_create_agent_with_a_model_string(run: Runner) -> None:
-    agent = create_agent(model="gpt-4o",  # type: ignore[arg-type]
+    agent = create_agent(model="gpt-4o",
                          middleware=[log_before_model, retry_model], tools=[search])
     assert run(agent, {"messages": [HumanMessage("hi")]})["messages"][-1].content == "scripted gpt-4o"
 

@@ -36,7 +36,7 @@ def test_basic_example() -> None:
             ),
         ],
     )
-    assert "tools" in agent.middleware_plan.nodes
+    assert "tools" in agent.middleware_plan.nodes  # type: ignore[attr-defined]
 
 
 def test_full_example(run: Runner) -> None:

@@ -49,6 +49,15 @@ def agent_model() -> ScriptedChatModel:
     )
 
 
+def emulation_model() -> ScriptedChatModel:
+    """Answers for the tool named in the emulation prompt (the two calls run in parallel: in either order)."""
+    return ScriptedChatModel(
+        default=lambda messages: AIMessage(
+            "EMULATED mail" if "send_email" in str(messages[-1].content) else "EMULATED weather"
+        )
+    )
+
+
 def answers(result: dict[str, Any]) -> dict[str, str]:
     return {m.tool_call_id: str(m.content) for m in result["messages"] if isinstance(m, ToolMessage)}
 
@@ -57,7 +66,7 @@ def test_emulate_all_tools_by_default(run: Runner) -> None:
     agent = create_agent(
         model=agent_model(),
         tools=[get_weather, send_email],
-        middleware=[LLMToolEmulator(model=ScriptedChatModel(["EMULATED weather", "EMULATED mail"]))],
+        middleware=[LLMToolEmulator(model=emulation_model())],
     )
     assert answers(run(agent, Q)) == {"w": "EMULATED weather", "m": "EMULATED mail"}
 
@@ -87,7 +96,7 @@ def test_emulate_specific_tools_by_instance_and_none_with_an_empty_list(run: Run
 
 
 def test_use_a_custom_model_for_emulation(run: Runner, monkeypatch: pytest.MonkeyPatch) -> None:
-    custom = ScriptedChatModel(["EMULATED weather", "EMULATED mail"])
+    custom = emulation_model()
     monkeypatch.setattr(_model_arg, "_RESOLVE_MODEL", lambda name: custom if name == "claude-sonnet-4-6" else None)
     agent4 = create_agent(
         model=agent_model(),

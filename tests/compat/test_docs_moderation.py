@@ -37,7 +37,7 @@ customer_data_tool = database_tool
 
 
 def test_basic_example() -> None:
-    from langchain_openai import ChatOpenAI
+    from langchain_openai import ChatOpenAI  # type: ignore[import-not-found]  # the fake_providers fixture
 
     agent = create_agent(
         model=ChatOpenAI(model="gpt-5.5"),
@@ -116,7 +116,7 @@ class _Moderations:
 
 
 class _AsyncModerations(_Moderations):
-    async def create(self, *, model: str, input: str) -> Any:  # type: ignore[override]
+    async def create(self, *, model: str, input: str) -> Any:
         return _Moderations.create(self, model=model, input=input)
 
 

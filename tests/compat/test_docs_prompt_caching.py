@@ -17,7 +17,7 @@ pytestmark = pytest.mark.usefixtures("fake_providers")
 
 
 def test_basic_example() -> None:
-    from langchain_anthropic import ChatAnthropic
+    from langchain_anthropic import ChatAnthropic  # type: ignore[import-not-found]  # the fake_providers fixture
 
     agent = create_agent(
         model=ChatAnthropic(model="claude-sonnet-4-5-20250929"),

@@ -5,22 +5,28 @@ fix. (Engine gaps met on a documentation page are in that page's tests/compat/te
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import pytest
-from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.constants import END
+from langgraph.graph.message import REMOVE_ALL_MESSAGES
+from langgraph.stream import StreamChannel, StreamTransformer
 from langgraph.types import Command
 
 from middleware_kit import (
+    AgentMiddleware,
     ExtendedModelResponse,
     after_agent,
     before_model,
     create_agent,
     wrap_model_call,
 )
+from middleware_kit.errors import AgentArgumentError
+from middleware_kit.middlewares._stream import emit
 from middleware_kit.middlewares.summarization import SummarizationMiddleware, is_summary
 from middleware_kit.testing import ScriptedChatModel
 from tests.conftest import Runner
@@ -90,20 +96,79 @@ def lookup(query: str) -> str:
     return query
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="engine: node hooks need the agent's system prompt and "
-                   "bound tools (e.g. runtime/request view in phases.py) so that SummarizationMiddleware can be a "
-                   "before_model hook as in LangChain (state updated by before_model, orderable among node hooks); "
-                   "then summarization.py moves its work from wrap_model_call to before_model")
 def test_summarization_works_from_before_model_like_langchain() -> None:
+    # Fixed: summarization is a before_model hook returning LangChain's update (RemoveMessage(REMOVE_ALL_MESSAGES),
+    # the summary as a HumanMessage marked lc_source="summarization", the kept messages).
     mw = SummarizationMiddleware(ScriptedChatModel(["S"]), trigger=("messages", 3), keep=("messages", 1))
     state: Any = {"messages": [HumanMessage("q0"), HumanMessage("q1"), HumanMessage("q2")]}
     update = mw.before_model(state, None)  # type: ignore[arg-type]
     assert update is not None and is_summary(update["messages"][1])
+    assert isinstance(update["messages"][0], RemoveMessage) and update["messages"][0].id == REMOVE_ALL_MESSAGES
+    assert update["messages"][1].content == "Here is a summary of the conversation to date:\n\nS"
+    assert update["messages"][1].additional_kwargs == {"lc_source": "summarization"}
+    assert update["messages"][2:] == state["messages"][2:]
 
 
-def test_summarization_works_around_the_model_call_today(run: Runner) -> None:
-    # What happens meanwhile (a deliberate, documented difference until the change above lands).
+def test_summarization_is_ordered_among_node_hooks_like_langchain(run: Runner) -> None:
+    # A before_model hook listed after SummarizationMiddleware sees the summarized history; one listed before, the
+    # whole history (LangChain: each before_model hook is a node, in list order).
+    seen: dict[str, int] = {}
+
+    @before_model(name="Early")
+    def early(state: Any, runtime: Any) -> None:
+        seen["early"] = len(state["messages"])
+
+    @before_model(name="Late")
+    def late(state: Any, runtime: Any) -> None:
+        seen["late"] = len(state["messages"])
+
     mw = SummarizationMiddleware(ScriptedChatModel(["S"]), trigger=("messages", 3), keep=("messages", 1))
-    result = run(create_agent(ScriptedChatModel(["final"]), [lookup], middleware=[mw]),
+    result = run(create_agent(ScriptedChatModel(["final"]), [lookup], middleware=[early, mw, late]),
                  {"messages": [HumanMessage("q0"), HumanMessage("q1"), HumanMessage("q2")]})
     assert is_summary(result["messages"][0]) and result["messages"][-1].content == "final"
+    assert seen == {"early": 3, "late": 2}
+
+
+class _Progress(StreamTransformer):
+    """A projection of the custom stream: the names of the progress events."""
+
+    required_stream_modes = ("custom",)
+
+    def init(self) -> dict[str, Any]:
+        self.events: StreamChannel[Any] = StreamChannel()
+        return {"progress": self.events}
+
+    def process(self, event: Any) -> bool:
+        data = event["params"]["data"]
+        if event["method"] == "custom" and isinstance(data, dict):
+            self.events.push(data.get("event"))
+        return True
+
+
+class _Reporter(AgentMiddleware):
+    transformers = (_Progress,)
+
+    def before_model(self, state: Any, runtime: Any) -> None:
+        emit(runtime, {"event": "thinking", "middleware": self.name})
+
+
+def test_middleware_transformers_attribute_defaults_to_an_empty_tuple() -> None:
+    assert AgentMiddleware.transformers == () and _Reporter().transformers == (_Progress,)
+
+
+def test_middleware_transformers_are_registered_on_the_agent_like_langchain() -> None:
+    # LangChain 1.5: AgentMiddleware.transformers are StreamTransformer factories that create_agent registers on the
+    # compiled graph, after the built-in ToolCallTransformer and before create_agent(transformers=...).
+    agent = create_agent(ScriptedChatModel(["ok"]), middleware=[_Reporter()])
+    names = [getattr(t, "__name__", "") for t in getattr(agent, "stream_transformers", ())]
+    assert names == ["ToolCallTransformer", "_Progress"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # LangGraph marks the v3 protocol experimental
+        run = agent.stream_events(HI, version="v3")
+        assert list(run.extensions["progress"]) == ["thinking"]
+        output = run.output
+        assert output is not None and output["messages"][-1].content == "ok"
+    own = create_agent(ScriptedChatModel(["ok"]), middleware=[_Reporter()], transformers=[_Progress])
+    assert [t.__name__ for t in own.stream_transformers] == ["ToolCallTransformer", "_Progress", "_Progress"]
+    with pytest.raises(AgentArgumentError, match=r"create_agent\(transformers=\.\.\.\) holds 'progress'"):
+        create_agent(ScriptedChatModel(["ok"]), transformers=["progress"])  # type: ignore[list-item]

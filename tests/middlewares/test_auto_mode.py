@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -15,6 +16,7 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
+from pydantic import Field
 
 from middleware_kit import MiddlewareConfigError, create_agent
 from middleware_kit.middlewares._frozen import FrozenMiddlewareError
@@ -69,9 +71,23 @@ def collect(agent: Any, inp: Any, mode: str, stream_mode: Any = "custom", config
     return asyncio.run(go())
 
 
+_ANSWERING = threading.Lock()
+
+
+class RiskByPath(ScriptedDecisionModel):
+    """Answers with the risk of the classified call's path: parallel calls may be classified in either order."""
+
+    risks: dict[str, float] = Field(default_factory=dict)
+
+    def _classify(self, state: Any, questions: Any) -> Any:
+        with _ANSWERING:
+            self.answers.append(self.risks[state["tool_call"]["args"]["path"]])
+            return super()._classify(state, questions)
+
+
 # -- blocking (LangChain 1.5's behaviour) -------------------------------------------------------------------------
 def test_low_risk_calls_run_and_risky_ones_are_blocked_without_running(run: Runner) -> None:
-    classifier = ScriptedDecisionModel(answers=[0.1, 0.97], requests=[])
+    classifier = RiskByPath(risks={"notes/tmp.txt": 0.1, "/": 0.97}, requests=[])
     model = ScriptedChatModel([calls(("delete_file", "notes/tmp.txt"), ("delete_file", "/")), "Done."])
     agent = create_agent(
         model, [read_file, delete_file], middleware=[AutoModeMiddleware([delete_file], classifier=classifier)]

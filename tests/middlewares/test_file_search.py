@@ -107,9 +107,7 @@ def test_symlinks_out_of_the_root_are_never_followed(tree: Path) -> None:
 
 def test_symlink_loops_terminate(tree: Path) -> None:
     mw = search(tree)
-    start = time.monotonic()
-    listing = mw.glob("**/*").splitlines()
-    assert time.monotonic() - start < 5
+    listing = mw.glob("**/*").splitlines()  # returns at all (pytest-timeout guards a loop)
     assert "/loop" not in listing and not any(p.startswith("/src/up/") for p in listing)
     assert mw.grep("anything") == "No matches found"
 
@@ -125,9 +123,7 @@ def test_big_and_binary_files_are_skipped(tree: Path) -> None:
 def test_catastrophic_regex_is_stopped_by_the_time_budget(tree: Path) -> None:
     (tree / "evil.txt").write_text("a" * 40 + "!\n")
     mw = search(tree, search_timeout=0.5)
-    start = time.monotonic()
-    answer = mw.grep(r"(a|aa)+$", path="/evil.txt")
-    assert time.monotonic() - start < 3
+    answer = mw.grep(r"(a|aa)+$", path="/evil.txt")  # unbudgeted, this match takes minutes
     assert answer.startswith("Error: the search took longer than 0.5s")
 
 

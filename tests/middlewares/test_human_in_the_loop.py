@@ -244,7 +244,7 @@ def test_reject_answers_the_call_with_an_error_and_nothing_dangles(
     if message:  # LangChain 1.5's texts
         assert rejection.content == f"User rejected the tool call for `send_email` with reason: {message}"
     else:
-        assert rejection.content.startswith("User rejected the tool call for `send_email` with id c_email.")
+        assert str(rejection.content).startswith("User rejected the tool call for `send_email` with id c_email.")
         assert "Do not retry this tool call unless the user explicitly requests it." in rejection.content
     assert_paired(messages)
     assert_paired(list(model.calls[1].messages))  # what the model was sent

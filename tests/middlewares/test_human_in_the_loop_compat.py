@@ -19,6 +19,7 @@ from middleware_kit import MiddlewareConfigError, create_agent
 from middleware_kit.middlewares import human_in_the_loop as hitl_module
 from middleware_kit.middlewares._frozen import FrozenMiddlewareError
 from middleware_kit.middlewares.human_in_the_loop import (
+    DEFAULT_EDIT_NOTICE,
     HumanInTheLoopMiddleware,
     InterruptOnConfig,
     InvalidResumeError,
@@ -57,9 +58,11 @@ def test_per_call_interrupt_value_and_response_schema(run: Runner) -> None:
         {"send_email": {"allowed_decisions": ["approve", "edit"]}}, interrupt_mode="per_call"))
     (pending,) = run(agent, {"messages": [HumanMessage("go")]}, config=CFG)["__interrupt__"]
     TypeAdapter(ToolApprovalRequest).validate_python(pending.value)  # the public type describes it
-    assert pending.value["type"] == "tool_approval"
-    assert pending.value["action_request"]["args"] == {"to": "ann@example.com", "body": "hi"}
-    assert pending.value["review_config"] == {"action_name": "send_email", "allowed_decisions": ["approve", "edit"]}
+    # LangChain 1.5's fields, exactly (the decisions allowed are in the response schema, not the value)
+    assert pending.value == {"type": "tool_approval", "tool_call_id": "c_email", "name": "send_email",
+                             "args": {"to": "ann@example.com", "body": "hi"},
+                             "description": "Tool execution requires approval\n\nTool: send_email\n"
+                                            "Args: {'to': 'ann@example.com', 'body': 'hi'}"}
     schema = json.dumps(pending.response_schema)
     # the decisions allowed for the tool, and for edits the tool's own argument schema
     assert '"approve"' in schema and '"edit"' in schema and '"reject"' not in schema and '"respond"' not in schema
@@ -99,15 +102,27 @@ def test_when_request_runtime_is_a_tool_runtime(run: Runner) -> None:
 @pytest.mark.parametrize(
     ("edit_notice", "expected"),
     [
-        (True, '[A human reviewer edited this call before it ran. It ran as send_email({"body": "yo", "to": '
-               '"bob@example.com"}) instead of the requested send_email({"body": "hi", "to": '
-               '"ann@example.com"}). It has run: do not repeat the requested call.]\nsent to bob@example.com'),
+        # LangChain 1.5's default text and form: the notice, what ran, then the tool's response
+        (DEFAULT_EDIT_NOTICE, "Note: a human reviewer replaced this tool call before it ran. The call recorded in "
+                              "your message is the one you produced, not the one that executed. This was intentional "
+                              'and authorized. Do not re-issue your original call. Executed instead: send_email with '
+                              'arguments {"to": "bob@example.com", "body": "yo"}.\n\nTool response:\n'
+                              "sent to bob@example.com"),
+        (True, None),  # the default
+        ("Edited by a reviewer.", 'Edited by a reviewer. Executed instead: send_email with arguments {"to": '
+                                  '"bob@example.com", "body": "yo"}.\n\nTool response:\nsent to bob@example.com'),
+        (None, "sent to bob@example.com"),
         (False, "sent to bob@example.com"),
+        ("", "sent to bob@example.com"),
+        # ours: a template using {name}, {args}, {requested_name} or {requested_args}
         ("(edited from {requested_args}) ", '(edited from {"body": "hi", "to": "ann@example.com"}) sent to '
                                             "bob@example.com"),
     ],
 )
-def test_edit_notice(run: Runner, edit_notice: bool | str, expected: str) -> None:
+def test_edit_notice(run: Runner, edit_notice: bool | str | None, expected: str | None) -> None:
+    if expected is None:
+        expected = (f'{DEFAULT_EDIT_NOTICE} Executed instead: send_email with arguments {{"to": "bob@example.com", '
+                    f'"body": "yo"}}.\n\nTool response:\nsent to bob@example.com')
     agent = agent_with(HumanInTheLoopMiddleware({"send_email": True}, edit_notice=edit_notice))
     run(agent, {"messages": [HumanMessage("go")]}, config=CFG)
     edit = {"type": "edit", "edited_action": {"name": "send_email", "args": {"to": "bob@example.com", "body": "yo"}}}
@@ -115,7 +130,12 @@ def test_edit_notice(run: Runner, edit_notice: bool | str, expected: str) -> Non
     assert out["messages"][2].content == expected
 
 
-@pytest.mark.parametrize("bad", ["{unknown}", "{", 3])
+def test_edit_notice_default_and_a_plain_text_with_braces() -> None:
+    assert HumanInTheLoopMiddleware({"send_email": True}).edit_notice == DEFAULT_EDIT_NOTICE  # LangChain's default
+    assert HumanInTheLoopMiddleware({"send_email": True}, edit_notice="{").edit_notice == "{"  # plain text, as in LC
+
+
+@pytest.mark.parametrize("bad", ["{name} {unknown}", "{args} {", 3, ["x"]])
 def test_a_bad_edit_notice_is_refused(bad: Any) -> None:
     with pytest.raises(MiddlewareConfigError) as err:
         HumanInTheLoopMiddleware({"send_email": True}, edit_notice=bad)
@@ -127,8 +147,22 @@ def test_reject_text_starts_with_langchains(run: Runner) -> None:
     agent = agent_with(HumanInTheLoopMiddleware({"send_email": True}))
     run(agent, {"messages": [HumanMessage("go")]}, config=CFG)
     out = run(agent, Command(resume={"decisions": [{"type": "reject"}]}), config=CFG)
-    assert out["messages"][2].content.startswith("User rejected the tool call for `send_email` with id c_email.")
+    assert out["messages"][2].content == (
+        "User rejected the tool call for `send_email` with id c_email. The tool was not executed. Do not retry this "
+        "tool call unless the user explicitly requests it.")
     assert out["messages"][2].status == "error"
+    agent = agent_with(HumanInTheLoopMiddleware({"send_email": True}))
+    config: Any = {"configurable": {"thread_id": "with-reason"}}
+    run(agent, {"messages": [HumanMessage("go")]}, config=config)
+    out = run(agent, Command(resume={"decisions": [{"type": "reject", "message": "not now"}]}), config=config)
+    assert out["messages"][2].content == "User rejected the tool call for `send_email` with reason: not now"
+
+
+def test_interrupt_mode_error_starts_with_langchains_sentence() -> None:
+    with pytest.raises(MiddlewareConfigError) as err:
+        HumanInTheLoopMiddleware({"t": True}, interrupt_mode="sometimes")  # type: ignore[arg-type]
+    assert str(err.value).startswith("`interrupt_mode` must be 'batched' or 'per_call', got 'sometimes'.")
+    assert isinstance(err.value, ValueError) and err.value.hook == "interrupt_mode"
 
 
 @pytest.mark.parametrize(
@@ -169,7 +203,7 @@ def test_configuration_is_frozen_and_replace_gives_a_working_copy(run: Runner) -
     changed = agent_with(per_call)
     (pending,) = run(changed, {"messages": [HumanMessage("go")]}, config=CFG)["__interrupt__"]
     assert pending.value["type"] == "tool_approval"
-    with pytest.raises(MiddlewareConfigError, match="interrupt_mode='each'"):
+    with pytest.raises(MiddlewareConfigError, match="got 'each'"):
         middleware.replace(interrupt_mode="each")
 
 
@@ -201,7 +235,7 @@ def test_an_injected_interrupt_with_response_schema_gets_the_validator() -> None
     middleware = HumanInTheLoopMiddleware({"send_email": True}, interrupt=fake)
     result = middleware.after_model(_ai_state(), make_runtime())
     assert result is not None and isinstance(result["messages"][1], ToolMessage)
-    assert str(result["messages"][1].content).startswith("no\n\n(User rejected the tool call")
+    assert result["messages"][1].content == "User rejected the tool call for `send_email` with reason: no"
 
 
 def test_the_module_global_is_looked_up_at_call_time() -> None:

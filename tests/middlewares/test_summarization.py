@@ -33,7 +33,7 @@ from middleware_kit.middlewares._tokens import (
     resolve_encoding,
 )
 from middleware_kit.middlewares.summarization import SUMMARIZER_TAG, SummarizationMiddleware, is_summary
-from middleware_kit.testing import ScriptedChatModel, make_request, run_model_chain, tool_call
+from middleware_kit.testing import ScriptedChatModel, make_request, run_hook, tool_call
 from tests.conftest import Runner, add
 
 CL100K = resolve_encoding("cl100k_base")
@@ -60,6 +60,12 @@ def summarizer_model(*texts: str) -> ScriptedChatModel:
 def chat(n: int) -> list[AnyMessage]:
     """``n`` alternating human/AI messages, oldest first."""
     return [HumanMessage(f"question {i}") if i % 2 == 0 else AIMessage(f"answer {i}") for i in range(n)]
+
+
+def model_gets(mw: SummarizationMiddleware, messages: list[AnyMessage]) -> list[AnyMessage]:
+    """What the model gets after ``mw.before_model``: ``[summary, *kept]`` (the update after its RemoveMessage)."""
+    update = run_hook(mw, "before_model", {"messages": list(messages)})
+    return list(messages) if update is None else list(update["messages"][1:])
 
 
 def orphans(messages: Sequence[BaseMessage]) -> list[str]:
@@ -594,13 +600,7 @@ def test_cuts_never_orphan_a_tool_call(messages: list[AnyMessage], keep: int, tr
     assert orphans(messages) == []
     keep_spec: Any = ("messages", keep) if kind == "messages" else ("tokens", keep * 12 + 1)
     mw = SummarizationMiddleware(summarizer_model(), trigger=("messages", trigger), keep=keep_spec)
-    sent: list[BaseMessage] = []
-
-    def model(request: Any) -> AIMessage:
-        sent.extend(request.messages)
-        return AIMessage("ok")
-
-    run_model_chain(mw, make_request(messages), handler=model)
+    sent = model_gets(mw, messages)
     assert orphans(sent) == []
     newest_human = next(m for m in reversed(messages) if isinstance(m, HumanMessage))
     assert newest_human in sent
@@ -657,7 +657,7 @@ def test_trim_tokens_to_summarize_sends_the_newest_older_messages() -> None:
     budget = sum(counter.count_message(m) for m in older[13:18])
     mw = SummarizationMiddleware(ScriptedChatModel([]), trigger=("messages", 2), keep=("messages", 1),
                                  summarizer=summarize, trim_tokens_to_summarize=budget)
-    run_model_chain(mw, make_request(older), handler=lambda r: AIMessage("ok"))
+    model_gets(mw, older)
     assert seen == [older[13:18]]  # the newest five of them that fit
 
 

@@ -151,7 +151,10 @@ def test_timeline_from_spans_and_bad_input() -> None:
                            {"callbacks": [OpenTelemetryCallbackHandler(tracer_provider=provider)]})
     spans = exporter.get_finished_spans()
     page = render_timeline_html(spans)
-    assert page.count("<rect") == len(spans) == 4 and "execute_tool add" in page and "chat scripted" in page
+    assert page.count("<rect") == len(spans) and "execute_tool add" in page and "chat scripted" in page
+    names = [span.name for span in spans]
+    assert len([n for n in names if " " in n]) == 4  # the agent, two chat calls, one tool call
+    assert "ModelRetryMiddleware.wrap_model_call" in names and "a.before_agent" in page  # and every hook run
     assert "Nothing was recorded" in render_timeline_html([])
     assert render_timeline_html([TimelineItem("x", "lane", 1.0, 1.5, failed=True)]).count("#d13c3c") == 1
     with pytest.raises(VizError, match="cannot draw a int"):

@@ -20,7 +20,7 @@ from __future__ import annotations
 from langgraph.types import interrupt  # noqa: F401 - a patch point, looked up at each call
 
 from middleware_kit.middlewares.human_in_the_loop.expiry import aexpire_pending_approvals, expire_pending_approvals
-from middleware_kit.middlewares.human_in_the_loop.middleware import HumanInTheLoopMiddleware
+from middleware_kit.middlewares.human_in_the_loop.middleware import DEFAULT_EDIT_NOTICE, HumanInTheLoopMiddleware
 from middleware_kit.middlewares.human_in_the_loop.types import (
     Action,
     ActionRequest,
@@ -49,6 +49,7 @@ __all__ = [
     "Action",
     "ActionRequest",
     "ApproveDecision",
+    "DEFAULT_EDIT_NOTICE",
     "Decision",
     "DecisionType",
     "DescriptionFactory",

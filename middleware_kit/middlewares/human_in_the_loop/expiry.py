@@ -42,7 +42,9 @@ def _due(interrupts: Iterable[Interrupt], now: float) -> list[tuple[Interrupt, f
 
 
 def _calls(value: Mapping[str, Any]) -> tuple[str, ...]:
-    requests = value.get("action_requests") or [value.get("action_request") or {}]
+    if value.get("type") == "tool_approval":  # per_call: LangChain 1.5's ToolApprovalRequest
+        return (str(value["tool_call_id"]),) if value.get("tool_call_id") is not None else ()
+    requests = value.get("action_requests") or []
     return tuple(str(r.get("id")) for r in requests if r.get("id") is not None)
 
 

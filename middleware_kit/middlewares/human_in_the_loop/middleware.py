@@ -70,9 +70,11 @@ __all__ = ["HumanInTheLoopMiddleware"]
 PENDING = "human_in_the_loop_pending"
 _EDIT_FIELDS = {"name": "", "args": "", "requested_name": "", "requested_args": ""}
 DEFAULT_EDIT_NOTICE = (
-    "[A human reviewer edited this call before it ran. It ran as {name}({args}) instead of the requested "
-    "{requested_name}({requested_args}). It has run: do not repeat the requested call.]\n"
+    "Note: a human reviewer replaced this tool call before it ran. The call recorded in your message is the one you "
+    "produced, not the one that executed. This was intentional and authorized. Do not re-issue your original call."
 )
+"""LangChain 1.5's default ``edit_notice`` text (followed by "Executed instead: <name> with arguments <json>.")."""
+_TEMPLATE_FIELDS = ("{name}", "{args}", "{requested_name}", "{requested_args}")
 
 
 class _FrozenCall(TypedDict):
@@ -107,9 +109,11 @@ class HumanInTheLoopMiddleware(FrozenConfig, AgentMiddleware[HumanInTheLoopState
         interrupt_mode: ``"batched"`` (one :class:`HITLRequest` interrupt per model turn, resumed with
             ``{"decisions": [...]}``) or ``"per_call"`` (one :class:`ToolApprovalRequest` interrupt per reviewed
             call, resumed with one decision, keyed by the interrupt's id when several are pending).
-        edit_notice: What the model reads before the result of an edited call: ``True`` (the default note),
-            ``False`` (nothing) or a template using ``{name}``, ``{args}``, ``{requested_name}``,
-            ``{requested_args}``.
+        edit_notice: What the model reads before the result of an edited call, as in LangChain 1.5: a text (default
+            :data:`DEFAULT_EDIT_NOTICE`), followed by ``" Executed instead: <name> with arguments <json>."`` and,
+            when the tool answered, ``"\n\nTool response:\n"`` and its answer; ``None`` (or ``False``) adds
+            nothing; ``True`` is the default. Ours: a text using ``{name}``, ``{args}``, ``{requested_name}`` or
+            ``{requested_args}`` is a template, formatted and put before the answer as it is.
         interrupt: The function that pauses the run (default: ``human_in_the_loop.interrupt``, looked up at each
             call, i.e. LangGraph's ``interrupt``). Another function is called with the payload only; its return value
             is validated exactly as a resume value.
@@ -128,7 +132,7 @@ class HumanInTheLoopMiddleware(FrozenConfig, AgentMiddleware[HumanInTheLoopState
         *,
         description_prefix: str = "Tool execution requires approval",
         interrupt_mode: Literal["batched", "per_call"] = "batched",
-        edit_notice: bool | str = True,
+        edit_notice: str | bool | None = DEFAULT_EDIT_NOTICE,
         interrupt: Callable[..., Any] | None = None,
         clock: Callable[[], float] | None = None,
         name: str | None = None,
@@ -136,20 +140,21 @@ class HumanInTheLoopMiddleware(FrozenConfig, AgentMiddleware[HumanInTheLoopState
         if name is not None:
             self.name = name
         if interrupt_mode not in ("batched", "per_call"):
-            raise self._config_error(
-                f"interrupt_mode={interrupt_mode!r}; it must be 'batched' (one interrupt per model turn) or "
-                f"'per_call' (one interrupt per reviewed call).",
-                "interrupt_mode",
+            raise MiddlewareConfigError(  # LangChain 1.5's sentence first
+                f"`interrupt_mode` must be 'batched' or 'per_call', got {interrupt_mode!r}. ({self.name}: "
+                f"'batched' raises one interrupt per model turn, 'per_call' one per reviewed call.)",
+                middleware=self.name,
+                hook="interrupt_mode",
             )
         if not isinstance(description_prefix, str):
             raise self._config_error(
                 f"description_prefix must be a str; got {describe_value(description_prefix)}.", "description_prefix"
             )
-        if not isinstance(edit_notice, (bool, str)):
+        if edit_notice is not None and not isinstance(edit_notice, (bool, str)):
             raise self._config_error(
-                f"edit_notice must be True, False or a str template; got {describe_value(edit_notice)}.", "edit_notice"
+                f"edit_notice must be a str, None, True or False; got {describe_value(edit_notice)}.", "edit_notice"
             )
-        if isinstance(edit_notice, str):
+        if isinstance(edit_notice, str) and _is_template(edit_notice):
             try:
                 edit_notice.format(**_EDIT_FIELDS)
             except (KeyError, IndexError, ValueError) as exc:
@@ -285,19 +290,13 @@ class HumanInTheLoopMiddleware(FrozenConfig, AgentMiddleware[HumanInTheLoopState
         return self._review(state, runtime)
 
     def _payload(self, gates: Sequence[Gate], deadline: float | None) -> HITLRequest | ToolApprovalRequest:
-        actions: list[ActionRequest] = []
-        configs: list[ReviewConfig] = []
-        for gate in gates:
-            actions.append(ActionRequest(name=gate.call["name"], args=dict(gate.call["args"]),
-                                         description=gate.description, id=str(gate.call["id"])))
-            config = ReviewConfig(action_name=gate.call["name"], allowed_decisions=list(gate.allowed))
-            if gate.args_schema is not None and "edit" in gate.allowed:
-                config["args_schema"] = schema_json(gate.args_schema) or {}
-            configs.append(config)
         payload: dict[str, Any]
         if self.interrupt_mode == "per_call":
-            payload = {"type": "tool_approval", "action_request": actions[0], "review_config": configs[0]}
+            call = gates[0].call
+            payload = {"type": "tool_approval", "tool_call_id": str(call["id"]), "name": call["name"],
+                       "args": dict(call["args"]), "description": gates[0].description}
         else:
+            actions, configs = _requests(gates)
             payload = {"action_requests": actions, "review_configs": configs}
         if deadline is not None:
             payload["expires_at"] = iso_utc(deadline)
@@ -340,8 +339,7 @@ class HumanInTheLoopMiddleware(FrozenConfig, AgentMiddleware[HumanInTheLoopState
     ) -> None:
         body: dict[str, Any] = {"middleware": self.name, "event": event, "interrupt_mode": self.interrupt_mode}
         if payload is not None:
-            body["action_requests"] = payload.get("action_requests") or [payload["action_request"]]
-            body["review_configs"] = payload.get("review_configs") or [payload["review_config"]]
+            body["action_requests"], body["review_configs"] = _requests(gates)
         if deadline is not None:
             body["expires_at"] = iso_utc(deadline)
         if outcomes is not None:
@@ -386,18 +384,23 @@ class HumanInTheLoopMiddleware(FrozenConfig, AgentMiddleware[HumanInTheLoopState
 
     # -- after_tool: tell the model what ran --------------------------------------------------------------------
     def _annotate(self, request: ToolCallRequest, result: ToolResult) -> ToolResult | None:
-        if self.edit_notice is False:
+        if self.edit_notice is False or self.edit_notice is None or self.edit_notice == "":
             return None
         call_id = request.tool_call.get("id")
         entry = _review_entry(request.state, call_id)
         if entry is None or entry.get("decision") != "edit" or entry.get("middleware") != self.name:
             return None
         requested = entry.get("requested") or {}
-        template = DEFAULT_EDIT_NOTICE if self.edit_notice is True else self.edit_notice
-        note = template.format(
-            name=request.tool_call["name"], args=_jsonable(request.tool_call["args"]),
-            requested_name=requested.get("name"), requested_args=_jsonable(requested.get("args")),
-        )
+        text = DEFAULT_EDIT_NOTICE if self.edit_notice is True else self.edit_notice
+        if _is_template(text):
+            note: Callable[[bool], str] = lambda _has_content: text.format(  # noqa: E731
+                name=request.tool_call["name"], args=_jsonable(request.tool_call["args"]),
+                requested_name=requested.get("name"), requested_args=_jsonable(requested.get("args")),
+            )
+        else:  # LangChain 1.5's form: the text, what ran, then the tool's answer
+            ran = (f"{text} Executed instead: {request.tool_call['name']} with arguments "
+                   f"{json.dumps(request.tool_call['args'], default=str)}.")
+            note = lambda has_content: f"{ran}\n\nTool response:\n" if has_content else ran  # noqa: E731
         if isinstance(result, ToolMessage):
             return _with_note(result, note)
         if isinstance(result, Command) and isinstance(result.update, dict):
@@ -458,31 +461,55 @@ def _unwrap(exc: ValidationError) -> BaseException:
 
 
 def _rejection(call: ToolCall, message: str | None, expired_at: float | None) -> ToolMessage:
-    """LangChain's rejection text first (the reviewer's message, else its default sentence), then our guidance."""
-    lead = f"User rejected the tool call for `{call['name']}` with id {call['id']}"
-    guidance = (
-        "It was not executed. Do not retry it (nor a variant of it) unless the user asks: continue without it, or "
-        "ask the user how to proceed."
-    )
+    """LangChain 1.5's rejection texts; an expired approval (ours) says so."""
     if expired_at is not None:
         content = (
             f"The approval of the tool call for `{call['name']}` with id {call['id']} expired at "
-            f"{iso_utc(expired_at)} before a human reviewer decided. {guidance}"
+            f"{iso_utc(expired_at)} before a human reviewer decided. It was not executed. Do not retry it (nor a "
+            f"variant of it) unless the user asks: continue without it, or ask the user how to proceed."
         )
         if message:
             content = f"{message}\n\n({content})"
     elif message:
-        content = f"{message}\n\n({lead}. {guidance})"
+        content = f"User rejected the tool call for `{call['name']}` with reason: {message}"
     else:
-        content = f"{lead}. {guidance}"
+        content = (
+            f"User rejected the tool call for `{call['name']}` with id {call['id']}. The tool was not executed. Do "
+            f"not retry this tool call unless the user explicitly requests it."
+        )
     return ToolMessage(content=content, name=call["name"], tool_call_id=call["id"] or "", status="error")
 
 
-def _with_note(message: ToolMessage, note: str) -> ToolMessage:
+def _is_template(text: str) -> bool:
+    """An ``edit_notice`` using our fields (formatted and put before the answer), not LangChain's plain text."""
+    return any(field in text for field in _TEMPLATE_FIELDS)
+
+
+def _requests(gates: Sequence[Gate]) -> tuple[list[ActionRequest], list[ReviewConfig]]:
+    """The batched payload's ``action_requests`` and ``review_configs`` for ``gates``."""
+    actions: list[ActionRequest] = []
+    configs: list[ReviewConfig] = []
+    for gate in gates:
+        actions.append(ActionRequest(name=gate.call["name"], args=dict(gate.call["args"]),
+                                     description=gate.description, id=str(gate.call["id"])))
+        config = ReviewConfig(action_name=gate.call["name"], allowed_decisions=list(gate.allowed))
+        if gate.args_schema is not None and "edit" in gate.allowed:
+            config["args_schema"] = schema_json(gate.args_schema) or {}
+        configs.append(config)
+    return actions, configs
+
+
+def _with_note(message: ToolMessage, note: Callable[[bool], str]) -> ToolMessage:
+    """``message`` with ``note(has_content)`` before its content (once: a note already there is not repeated)."""
     content = message.content
+    text = note(bool(content))
     if isinstance(content, str):
-        return message.model_copy(update={"content": note + content})
-    return message.model_copy(update={"content": [{"type": "text", "text": note}, *content]})
+        return message if text and content.startswith(text) else message.model_copy(update={"content": text + content})
+    if content and isinstance(content[0], dict) and content[0].get("text") == text:
+        return message
+    if content and all(isinstance(block, str) for block in content):
+        return message.model_copy(update={"content": [text, *content]})
+    return message.model_copy(update={"content": [{"type": "text", "text": text}, *content]})
 
 
 def _rewrite_blocks(content: list[Any], edits: Mapping[str, ToolCall]) -> list[Any]:

@@ -99,8 +99,16 @@ class ToolApprovalRequest(TypedDict):
     :data:`Decision`, keyed by the interrupt's id when several interrupts are pending."""
 
     type: Literal["tool_approval"]
-    action_request: ActionRequest
-    review_config: ReviewConfig
+    """Always ``"tool_approval"``: how a client tells this interrupt from a batched :class:`HITLRequest`."""
+    tool_call_id: str
+    """The id of the model's tool call under review."""
+    name: str
+    """The tool's name, as the model requested it."""
+    args: dict[str, Any]
+    """The tool's arguments, as the model requested them."""
+    description: str
+    """The text shown to the reviewer. The decisions allowed (and, for an edit, the arguments' schema) are in the
+    interrupt's ``response_schema``."""
     expires_at: NotRequired[str]
     """When the approval expires (ISO 8601, UTC), if the tool has a ``timeout`` (ours)."""
     expires_at_epoch: NotRequired[float]
