@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Sequence
 from contextvars import ContextVar
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.runnables import RunnableConfig
 from langchain_core.runnables.config import var_child_runnable_config
@@ -25,7 +25,7 @@ from langgraph.runtime import Runtime
 
 from middleware_kit._compat import tool_node_one_call, with_private
 from middleware_kit.chain import Layer, _note_bubble, call_flow, compose
-from middleware_kit.drive import Flow, Step, run_async, run_sync
+from middleware_kit.drive import Flow, Step, run_async, run_sync, sync_twin
 from middleware_kit.events import RunLifecycle, run_lifecycle
 from middleware_kit.guards import Guards
 from middleware_kit.trace_policy import config_callbacks_active
@@ -79,24 +79,9 @@ def _config_of(request: Any) -> Any:
     return getattr(request.runtime, "config", None)
 
 
-def _counted(request: LangGraphToolCallRequest, execute: Callable[..., Any]) -> Any:
-    """The tool call without a chain: ``execute``, timed when the run asked for lifecycle events."""
-    __tracebackhide__ = True
-    life = run_lifecycle(request.runtime, _config_of(request))
-    if life is None:
-        return execute(request)
-    started = time.perf_counter()
-    try:
-        result = execute(request)
-    except BaseException as exc:
-        life.count_tool_call(time.perf_counter() - started)
-        _escaped(life, exc, request.runtime)
-        raise
-    life.count_tool_call(time.perf_counter() - started)
-    return result
-
-
 async def _acounted(request: LangGraphToolCallRequest, execute: Callable[..., Any]) -> Any:
+    """The tool call without a chain: ``execute``, timed when the run asked for lifecycle events. Written once: the
+    sync form, :func:`_counted`, is derived from it (:func:`middleware_kit.drive.sync_twin`)."""
     __tracebackhide__ = True
     life = run_lifecycle(request.runtime, _config_of(request))
     if life is None:
@@ -110,6 +95,15 @@ async def _acounted(request: LangGraphToolCallRequest, execute: Callable[..., An
         raise
     life.count_tool_call(time.perf_counter() - started)
     return result
+
+
+if TYPE_CHECKING:
+
+    def _counted(request: LangGraphToolCallRequest, execute: Callable[..., Any]) -> Any:
+        """The sync form of :func:`_acounted`."""
+
+else:
+    _counted = sync_twin(_acounted, {"_acounted": "_counted"})
 
 
 def _escaped(life: RunLifecycle, exc: BaseException, runtime: Any) -> None:
