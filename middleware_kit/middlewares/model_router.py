@@ -27,7 +27,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Literal, NotRequired, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypeAlias
 
 from langchain_core.decisions import BaseDecisionModel, Choice, ChoiceAnswer, Content
 from langchain_core.language_models import BaseChatModel
@@ -37,6 +37,7 @@ from langgraph.runtime import Runtime
 from pydantic import JsonValue
 from typing_extensions import TypedDict
 
+from middleware_kit.drive import sync_twin
 from middleware_kit.errors import MiddlewareConfigError, MiddlewareError
 from middleware_kit.flow import ModelCallFlow
 from middleware_kit.middleware import AgentMiddleware
@@ -91,6 +92,39 @@ class ModelRouterState(AgentState):
 
 class RoutingError(MiddlewareError, ValueError):
     """The classifier's answer names no choice (``on_error="raise"``)."""
+
+
+async def _aroute(
+    self: ModelRouterMiddleware, state: ModelRouterState, runtime: Runtime[Any]
+) -> dict[str, Any] | None:
+    """``ModelRouterMiddleware.abefore_agent``: classify the latest human message once per run and store the route in
+    state. Written once: ``before_agent`` is this body with the classifier called by ``invoke``
+    (:func:`middleware_kit.drive.sync_twin`)."""
+    message = self._latest_human(state)
+    if message is None:
+        return self._decide(runtime, None, "no human message")
+    try:
+        response = None
+        if self._is_model():
+            response = await self.classifier.ainvoke(  # type: ignore[union-attr]
+                self._classifier_input(message), config=internal_call_config(self.name, "route")
+            )
+        return self._after_answer(runtime, message, response)
+    except GraphBubbleUp:
+        raise
+    except Exception as exc:
+        return self._failed(runtime, exc)
+
+
+if TYPE_CHECKING:
+
+    def _route(
+        self: ModelRouterMiddleware, state: ModelRouterState, runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
+        """``ModelRouterMiddleware.before_agent``: the sync form of :func:`_aroute`."""
+
+else:
+    _route = sync_twin(_aroute, {"_aroute": "_route", "ainvoke": "invoke"})
 
 
 class ModelRouterMiddleware(FrozenConfig, AgentMiddleware[ModelRouterState, Any]):
@@ -283,39 +317,8 @@ class ModelRouterMiddleware(FrozenConfig, AgentMiddleware[ModelRouterState, Any]
     def _is_model(self) -> bool:
         return isinstance(self.classifier, (BaseDecisionModel, BaseChatModel))
 
-    def before_agent(self, state: ModelRouterState, runtime: Runtime[Any]) -> dict[str, Any] | None:
-        """Classify the latest human message once per run and store the route in state."""
-        message = self._latest_human(state)
-        if message is None:
-            return self._decide(runtime, None, "no human message")
-        try:
-            response = None
-            if self._is_model():
-                response = self.classifier.invoke(  # type: ignore[union-attr]
-                    self._classifier_input(message), config=internal_call_config(self.name, "route")
-                )
-            return self._after_answer(runtime, message, response)
-        except GraphBubbleUp:
-            raise
-        except Exception as exc:
-            return self._failed(runtime, exc)
-
-    async def abefore_agent(self, state: ModelRouterState, runtime: Runtime[Any]) -> dict[str, Any] | None:
-        """Async twin of :meth:`before_agent` (only the classifier call differs)."""
-        message = self._latest_human(state)
-        if message is None:
-            return self._decide(runtime, None, "no human message")
-        try:
-            response = None
-            if self._is_model():
-                response = await self.classifier.ainvoke(  # type: ignore[union-attr]
-                    self._classifier_input(message), config=internal_call_config(self.name, "route")
-                )
-            return self._after_answer(runtime, message, response)
-        except GraphBubbleUp:
-            raise
-        except Exception as exc:
-            return self._failed(runtime, exc)
+    abefore_agent = _aroute
+    before_agent = _route
 
     def _routed(self, request: ModelRequest[Any]) -> ModelRequest[Any]:
         state = request.state if isinstance(request.state, Mapping) else {}

@@ -11,10 +11,11 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langgraph.types import Command, Interrupt
 
+from middleware_kit.drive import sync_twin
 from middleware_kit.errors import MiddlewareConfigError
 from middleware_kit.middlewares.human_in_the_loop.types import ExpiredApproval, InvalidResumeError
 
@@ -76,15 +77,6 @@ def _checkpointer(agent: Any) -> Any:
     return saver
 
 
-def _thread_ids(saver: Any) -> list[str]:
-    seen: dict[str, None] = {}
-    for item in saver.list(None):
-        configurable = item.config.get("configurable") or {}
-        if not configurable.get("checkpoint_ns") and configurable.get("thread_id") is not None:
-            seen[str(configurable["thread_id"])] = None
-    return list(seen)
-
-
 async def _athread_ids(saver: Any) -> list[str]:
     seen: dict[str, None] = {}
     async for item in saver.alist(None):
@@ -94,7 +86,7 @@ async def _athread_ids(saver: Any) -> list[str]:
     return list(seen)
 
 
-def expire_pending_approvals(
+async def aexpire_pending_approvals(
     agent: Any,
     *,
     config: Any = None,
@@ -102,7 +94,9 @@ def expire_pending_approvals(
     now: float | None = None,
     context: Any = None,
 ) -> list[ExpiredApproval]:
-    """Resolve every expired human-in-the-loop approval, without user input.
+    """Resolve every expired human-in-the-loop approval, without user input (``aexpire_pending_approvals``: the
+    checkpointer must support async; ``expire_pending_approvals`` is the same body run with ``get_state``/``invoke``,
+    derived by :func:`middleware_kit.drive.sync_twin`).
 
     Args:
         agent: The compiled agent (``create_agent(...)`` with a checkpointer).
@@ -119,30 +113,6 @@ def expire_pending_approvals(
         the model answered).
     """
     moment = time.time() if now is None else now
-    found = _thread_ids(_checkpointer(agent)) if config is None and thread_ids is None else []
-    resolved: list[ExpiredApproval] = []
-    for cfg in _configs(agent, config, thread_ids, found):
-        due = _due(agent.get_state(cfg).interrupts, moment)
-        if not due:
-            continue
-        try:
-            agent.invoke(Command(resume={i.id: dict(EXPIRE) for i, _ in due}), cfg, context=context)
-        except InvalidResumeError:  # the middleware's clock says not yet: leave it pending
-            continue
-        resolved += _records(str(cfg["configurable"]["thread_id"]), due)
-    return resolved
-
-
-async def aexpire_pending_approvals(
-    agent: Any,
-    *,
-    config: Any = None,
-    thread_ids: Iterable[str] | None = None,
-    now: float | None = None,
-    context: Any = None,
-) -> list[ExpiredApproval]:
-    """Async :func:`expire_pending_approvals` (``aget_state``/``ainvoke``; the checkpointer must support async)."""
-    moment = time.time() if now is None else now
     found = await _athread_ids(_checkpointer(agent)) if config is None and thread_ids is None else []
     resolved: list[ExpiredApproval] = []
     for cfg in _configs(agent, config, thread_ids, found):
@@ -155,3 +125,31 @@ async def aexpire_pending_approvals(
             continue
         resolved += _records(str(cfg["configurable"]["thread_id"]), due)
     return resolved
+
+
+_RENAMES = {
+    "aexpire_pending_approvals": "expire_pending_approvals",
+    "_athread_ids": "_thread_ids",
+    "alist": "list",
+    "aget_state": "get_state",
+    "ainvoke": "invoke",
+}
+
+if TYPE_CHECKING:
+
+    def _thread_ids(saver: Any) -> list[str]:
+        """The sync form of :func:`_athread_ids`."""
+
+    def expire_pending_approvals(
+        agent: Any,
+        *,
+        config: Any = None,
+        thread_ids: Iterable[str] | None = None,
+        now: float | None = None,
+        context: Any = None,
+    ) -> list[ExpiredApproval]:
+        """The sync form of :func:`aexpire_pending_approvals` (``get_state``/``invoke``)."""
+
+else:
+    _thread_ids = sync_twin(_athread_ids, _RENAMES)
+    expire_pending_approvals = sync_twin(aexpire_pending_approvals, _RENAMES)
