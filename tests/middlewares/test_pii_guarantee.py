@@ -13,6 +13,7 @@ over the cases (each saver sees every type, entry point and strategy), and every
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import hashlib
 import hmac
@@ -366,10 +367,16 @@ def test_block_never_persists_and_the_next_clean_turn_works(run: Any, entry: str
 # so HITL's inner wrap_model_call never records raw tool-call arguments in its pending-approval key.
 
 
-@pytest.mark.parametrize("pii_first", [True, False], ids=["pii-first", "hitl-first"])
-@pytest.mark.parametrize("strategy", ["redact", "placeholder"])
-def test_human_review_sees_no_raw_value(run: Any, pii_first: bool, strategy: Strategy) -> None:
-    secret = SECRETS["email"]
+def email_review_agent(
+    strategy: Strategy,
+    saver: BaseCheckpointSaver[Any],
+    *,
+    pii_first: bool = False,
+    to: str = SECRETS["email"],
+    salt: Any = None,
+) -> tuple[Any, ScriptedChatModel, list[str]]:
+    """An agent whose model calls send_email(to), reviewed by a human, with PIIMiddleware on emails (listed before or
+    after the review). Returns the agent, its model and the list of what the tool got."""
     ran: list[str] = []
 
     @tool
@@ -378,17 +385,31 @@ def test_human_review_sees_no_raw_value(run: Any, pii_first: bool, strategy: Str
         ran.append(to)
         return f"sent to {to}"
 
-    model = ScriptedChatModel([AIMessage("", tool_calls=[tool_call("send_email", {"to": secret})]), "sent"])
+    def reply(messages: list[Any]) -> AIMessage:  # per conversation: threads may run at once
+        if messages[-1].type == "tool":
+            return AIMessage("sent")
+        return AIMessage("", tool_calls=[tool_call("send_email", {"to": to}, id="call_email")])
+
+    model = ScriptedChatModel(default=reply)
     pii = PIIMiddleware(
         "email",
         strategy=strategy,
         apply_to_output=True,
         apply_to_tool_results=True,
         key=KEY if strategy == "placeholder" else None,
+        **({"salt": salt} if salt is not None else {}),
     )
     hitl = HumanInTheLoopMiddleware(interrupt_on={"send_email": True})
-    saver = InMemorySaver()
     agent = create_agent(model, [send_email], middleware=[pii, hitl] if pii_first else [hitl, pii], checkpointer=saver)
+    return agent, model, ran
+
+
+@pytest.mark.parametrize("pii_first", [True, False], ids=["pii-first", "hitl-first"])
+@pytest.mark.parametrize("strategy", ["redact", "placeholder"])
+def test_human_review_sees_no_raw_value(run: Any, pii_first: bool, strategy: Strategy) -> None:
+    secret = SECRETS["email"]
+    saver = InMemorySaver()
+    agent, _, ran = email_review_agent(strategy, saver, pii_first=pii_first)
     config: Any = {"configurable": {"thread_id": "t"}}
     chunks: list[Any] = list(
         agent.stream(
@@ -564,30 +585,8 @@ def _review(
 ) -> tuple[Any, BaseCheckpointSaver[Any], ScriptedChatModel, list[str], Any]:
     """The model calls send_email(SECRET); the reviewer answers with ``decision`` (holding raw values they typed).
     Returns the resumed run's result (or the error it raised), the saver, the model, what the tool got, the agent."""
-    ran: list[str] = []
-
-    @tool
-    def send_email(to: str) -> str:
-        """Send an email."""
-        ran.append(to)
-        return f"sent to {to}"
-
-    model = ScriptedChatModel([AIMessage("", tool_calls=[tool_call("send_email", {"to": to})]), "sent"])
-    pii = PIIMiddleware(
-        "email",
-        strategy=strategy,
-        apply_to_output=True,
-        apply_to_tool_results=True,
-        key=KEY if strategy == "placeholder" else None,
-        **({"salt": salt} if salt is not None else {}),
-    )
     saver = saver or InMemorySaver()
-    agent = create_agent(
-        model,
-        [send_email],
-        middleware=[HumanInTheLoopMiddleware(interrupt_on={"send_email": True}), pii],
-        checkpointer=saver,
-    )
+    agent, model, ran = email_review_agent(strategy, saver, to=to, salt=salt)
     config: Any = {"configurable": {"thread_id": "t"}}
     run(agent, {"messages": [HumanMessage("go")]}, config=config)
     try:
@@ -682,3 +681,38 @@ def test_tool_artifacts_are_guarded(run: Any) -> None:
     out = run(agent, {"messages": [HumanMessage("scan")]}, config=config)
     assert out["messages"][2].artifact == {"hosts": ["[REDACTED_IP]"], "note": "seen [REDACTED_IP]"}
     assert not leaked(secret, repr(out)) and not Store("memory", saver).leaks(secret)
+
+
+@pytest.mark.parametrize("mode", ["invoke", "ainvoke"])
+def test_concurrent_reviewers_each_get_their_own_typed_value_back(mode: str) -> None:
+    """Twelve threads paused for review on one agent (one middleware instance) are resumed at once, each reviewer
+    typing another address: each tool call gets its own reviewer's address, and no stored byte holds any of them."""
+    saver = InMemorySaver()
+    agent, _, ran = email_review_agent("placeholder", saver)
+    typed = {f"t{i}": f"reviewer{i}.typed@example.org" for i in range(12)}
+
+    def config(thread: str) -> Any:
+        return {"configurable": {"thread_id": thread}}
+
+    def edit(thread: str) -> Any:
+        return Command(resume={"decisions": [
+            {"type": "edit", "edited_action": {"name": "send_email", "args": {"to": typed[thread]}}}]})
+
+    for thread in typed:
+        agent.invoke({"messages": [HumanMessage("go")]}, config(thread))
+    if mode == "invoke":
+        with concurrent.futures.ThreadPoolExecutor(max_workers=6) as pool:
+            outs = list(pool.map(lambda t: agent.invoke(edit(t), config(t)), typed))
+    else:
+        async def resume_all() -> list[Any]:
+            return await asyncio.gather(*(agent.ainvoke(edit(t), config(t)) for t in typed))
+
+        outs = asyncio.run(resume_all())
+    assert sorted(ran) == sorted(typed.values())
+    for thread, out in zip(typed, outs, strict=True):
+        [answer] = [m for m in out["messages"] if m.type == "tool"]
+        assert "\nsent to <EMAIL_" in answer.content  # echoed back as its placeholder (after the edit notice)
+        revealed = reveal(answer.content, messages=out["messages"], key=KEY)
+        assert revealed.endswith(f"\nsent to {typed[thread]}")  # this thread's reviewer's address, no other
+    for address in typed.values():
+        assert not Store("memory", saver).leaks(address)
