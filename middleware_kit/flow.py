@@ -36,14 +36,29 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass
-from typing import Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar, cast
 
 from langchain_core.messages import AIMessage, ToolMessage
 from langgraph.types import Command
 
 from middleware_kit.types import ExtendedModelResponse, ModelRequest, ModelResponse, ToolCallRequest
 
-__all__ = ["ModelCallFlow", "Sleep", "ToolCallFlow", "asleep", "sleep"]
+__all__ = [
+    "ModelCallFlow",
+    "ModelCallFlowHooks",
+    "Sleep",
+    "ToolCallFlow",
+    "ToolCallFlowHooks",
+    "WrapModelCallHook",
+    "WrapToolCallHook",
+    "adrive",
+    "asleep",
+    "drive",
+    "sleep",
+]
+
+
+R = TypeVar("R")
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,3 +81,117 @@ sleep: Callable[[float], object] = time.sleep
 """How ``Sleep`` waits under ``invoke`` (looked up at each sleep; patchable in tests)."""
 asleep: Callable[[float], Awaitable[object]] = asyncio.sleep
 """How ``Sleep`` waits under ``ainvoke`` (looked up at each sleep; patchable in tests)."""
+
+
+def drive(flow: Generator[Any, Any, R], handler: Callable[[Any], Any], request_type: type) -> R:
+    """Run ``flow`` under ``invoke`` with ``handler`` as the next layer: each yielded request is ``handler(request)``
+    (its exception thrown back in at the ``yield``), each ``Sleep`` a :data:`sleep`. :func:`adrive` is its twin,
+    written out by hand as httpx does (the engine drives flows inline in ``chain``; this pair serves direct calls
+    such as ``mw.wrap_model_call(request, handler)`` in a unit test or a subclass's ``super()`` call)."""
+    __tracebackhide__ = True
+    command = next(flow)
+    while True:
+        try:
+            if isinstance(command, Sleep):
+                value = sleep(command.seconds)
+            elif isinstance(command, request_type):
+                value = handler(command)
+            else:
+                flow.close()
+                raise TypeError(f"a flow yielded {command!r}: yield a {request_type.__name__} or a Sleep")
+        except BaseException as exc:
+            try:
+                command = flow.throw(exc)
+            except StopIteration as stop:
+                return cast(R, stop.value)
+            continue
+        try:
+            command = flow.send(value)
+        except StopIteration as stop:
+            return cast(R, stop.value)
+
+
+async def adrive(flow: Generator[Any, Any, R], handler: Callable[[Any], Awaitable[Any]], request_type: type) -> R:
+    """:func:`drive` under ``ainvoke``: requests awaited, ``Sleep`` on :data:`asleep`."""
+    __tracebackhide__ = True
+    command = next(flow)
+    while True:
+        try:
+            if isinstance(command, Sleep):
+                value = await asleep(command.seconds)
+            elif isinstance(command, request_type):
+                value = await handler(command)
+            else:
+                flow.close()
+                raise TypeError(f"a flow yielded {command!r}: yield a {request_type.__name__} or a Sleep")
+        except BaseException as exc:
+            try:
+                command = flow.throw(exc)
+            except StopIteration as stop:
+                return cast(R, stop.value)
+            continue
+        try:
+            command = flow.send(value)
+        except StopIteration as stop:
+            return cast(R, stop.value)
+
+
+WrapModelCallHook: TypeAlias = (
+    "Callable[[ModelRequest[Any], Callable[[ModelRequest[Any]], ModelResponse[Any]]], "
+    "ModelResponse[Any] | AIMessage | ExtendedModelResponse[Any]] | Callable[[ModelRequest[Any]], ModelCallFlow]"
+)
+"""How ``AgentMiddleware.wrap_model_call`` is typed: the classic ``(request, handler)`` hook, or a flow."""
+WrapToolCallHook: TypeAlias = (
+    "Callable[[ToolCallRequest, Callable[[ToolCallRequest], ToolMessage | Command[Any]]], "
+    "ToolMessage | Command[Any]] | Callable[[ToolCallRequest], ToolCallFlow]"
+)
+"""How ``AgentMiddleware.wrap_tool_call`` is typed: the classic ``(request, handler)`` hook, or a flow."""
+
+
+class ModelCallFlowHooks:
+    """Mixin for a middleware whose model-call logic is one flow, ``model_call_flow(request)``: it supplies
+    LangChain's ``wrap_model_call(request, handler)`` and ``awrap_model_call(request, handler)``, both driving that
+    flow, so the hooks can be called directly and a subclass may override either and call ``super()``.
+
+    Inside an agent, a middleware that overrides neither is run as a flow, inline (no driver, no thread hop).
+    List it before ``AgentMiddleware`` in the bases.
+    """
+
+    def model_call_flow(self, request: ModelRequest[Any]) -> ModelCallFlow:
+        raise NotImplementedError  # pragma: no cover - every user of the mixin defines it
+
+    if TYPE_CHECKING:
+        wrap_model_call: WrapModelCallHook
+    else:
+
+        def wrap_model_call(self, request, handler):
+            """Around the model call: :meth:`model_call_flow` with ``handler`` as the next layer."""
+            return drive(self.model_call_flow(request), handler, ModelRequest)
+
+    async def awrap_model_call(
+        self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]]
+    ) -> ModelResponse[Any] | AIMessage | ExtendedModelResponse[Any]:
+        """Async twin of :meth:`wrap_model_call` (the same flow)."""
+        return await adrive(self.model_call_flow(request), handler, ModelRequest)
+
+
+class ToolCallFlowHooks:
+    """:class:`ModelCallFlowHooks` for tool calls: ``wrap_tool_call``/``awrap_tool_call`` drive
+    ``tool_call_flow(request)``."""
+
+    def tool_call_flow(self, request: ToolCallRequest) -> ToolCallFlow:
+        raise NotImplementedError  # pragma: no cover - every user of the mixin defines it
+
+    if TYPE_CHECKING:
+        wrap_tool_call: WrapToolCallHook
+    else:
+
+        def wrap_tool_call(self, request, handler):
+            """Around each tool call: :meth:`tool_call_flow` with ``handler`` as the next layer."""
+            return drive(self.tool_call_flow(request), handler, ToolCallRequest)
+
+    async def awrap_tool_call(
+        self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]]
+    ) -> ToolMessage | Command[Any]:
+        """Async twin of :meth:`wrap_tool_call` (the same flow)."""
+        return await adrive(self.tool_call_flow(request), handler, ToolCallRequest)

@@ -20,14 +20,12 @@ from langgraph.runtime import Runtime
 from typing_extensions import TypeVar
 
 from middleware_kit._compat import StateLike
-from middleware_kit.flow import ModelCallFlow, ToolCallFlow
+from middleware_kit.flow import ModelCallFlowHooks, ToolCallFlowHooks, WrapModelCallHook, WrapToolCallHook
 from middleware_kit.hooks import (
     HOOKS,
     AsyncModelHandler,
     AsyncToolHandler,
     HookMode,
-    ModelHandler,
-    ToolHandler,
     ToolResult,
     jump_target,
 )
@@ -37,6 +35,7 @@ from middleware_kit.types import (
     ExtendedModelResponse,
     ModelRequest,
     ModelResponse,
+    ResponseT,
     ToolCallRequest,
 )
 
@@ -48,8 +47,12 @@ MiddlewareContextT = TypeVar("MiddlewareContextT", bound=StateLike | None, defau
 """The runtime context type a middleware reads (``AgentMiddleware[MyState, MyContext]``)."""
 
 
-class AgentMiddleware(Generic[StateT, MiddlewareContextT]):
-    """Base class of every middleware. Override the hooks you need; see :mod:`middleware_kit.hooks`."""
+class AgentMiddleware(Generic[StateT, MiddlewareContextT, ResponseT]):
+    """Base class of every middleware. Override the hooks you need; see :mod:`middleware_kit.hooks`.
+
+    Generic as in LangChain 1.5: ``AgentMiddleware[State]``, ``AgentMiddleware[State, Context]`` or
+    ``AgentMiddleware[State, Context, Response]`` (the structured response type the middleware works with).
+    """
 
     state_schema: type[Any] = AgentState
     """A TypedDict extending ``AgentState`` with this middleware's own state keys."""
@@ -133,13 +136,7 @@ class AgentMiddleware(Generic[StateT, MiddlewareContextT]):
     if TYPE_CHECKING:
         # Typed as an attribute so a subclass may define either form: the classic (request, handler) hook, or a
         # flow (a generator taking only the request; see middleware_kit.flow).
-        wrap_model_call: (
-            Callable[
-                [ModelRequest[MiddlewareContextT], ModelHandler],
-                ModelResponse[Any] | AIMessage | ExtendedModelResponse[Any],
-            ]
-            | Callable[[ModelRequest[MiddlewareContextT]], ModelCallFlow]
-        )
+        wrap_model_call: WrapModelCallHook
     else:
 
         def wrap_model_call(self, request, handler):
@@ -163,7 +160,7 @@ class AgentMiddleware(Generic[StateT, MiddlewareContextT]):
         return None
 
     if TYPE_CHECKING:
-        wrap_tool_call: Callable[[ToolCallRequest, ToolHandler], ToolResult] | Callable[[ToolCallRequest], ToolCallFlow]
+        wrap_tool_call: WrapToolCallHook
     else:
 
         def wrap_tool_call(self, request, handler):
@@ -233,6 +230,28 @@ def _implementation(mw: AgentMiddleware[Any, Any], method: str) -> Callable[...,
     return bound
 
 
+_FLOW_MIXINS: dict[str, tuple[type, str]] = {
+    "wrap_model_call": (ModelCallFlowHooks, "model_call_flow"),
+    "wrap_tool_call": (ToolCallFlowHooks, "tool_call_flow"),
+}
+
+
+def _flow_of(
+    mw: AgentMiddleware[Any, Any], hook: str, sync_fn: Callable[..., Any] | None, async_fn: Callable[..., Any] | None
+) -> Callable[..., Any] | None:
+    """The flow method of a middleware that takes both twins of ``hook`` from a flow mixin (overriding neither):
+    the engine drives it inline instead of calling the mixin's drivers."""
+    mixin_and_flow = _FLOW_MIXINS.get(hook)
+    if mixin_and_flow is None or sync_fn is None or async_fn is None:
+        return None
+    mixin, flow_name = mixin_and_flow
+    cls = type(mw)
+    if getattr(cls, hook) is getattr(mixin, hook) and getattr(cls, "a" + hook) is getattr(mixin, "a" + hook):
+        flow_fn: Callable[..., Any] = getattr(mw, flow_name)
+        return flow_fn
+    return None
+
+
 def _config(mw: AgentMiddleware[Any, Any], method: str, fn: Callable[..., Any] | None) -> dict[str, Any]:
     cfg: dict[str, Any] = dict(getattr(type(mw), "_hook_config", {}).get(method, {}))
     target = getattr(fn, "__func__", fn)
@@ -250,6 +269,9 @@ def defined_hooks(mw: AgentMiddleware[Any, Any]) -> dict[str, HookImpl]:
     for spec in HOOKS.values():
         sync_fn = _implementation(mw, spec.name)
         async_fn = _implementation(mw, spec.async_name)
+        flow_fn = _flow_of(mw, spec.name, sync_fn, async_fn)
+        if flow_fn is not None:
+            sync_fn, async_fn = flow_fn, None
         if sync_fn is None and async_fn is None:
             continue
         jumps: set[str] = set()

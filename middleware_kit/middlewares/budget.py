@@ -45,7 +45,7 @@ from pydantic import PlainValidator, ValidationError
 from middleware_kit._compat import mark_invalid_resume
 from middleware_kit.decorators import hook_config
 from middleware_kit.errors import MiddlewareConfigError, MiddlewareError
-from middleware_kit.flow import ModelCallFlow
+from middleware_kit.flow import ModelCallFlow, ModelCallFlowHooks
 from middleware_kit.middleware import AgentMiddleware
 from middleware_kit.middlewares._frozen import FrozenConfig
 from middleware_kit.middlewares._stream import emit
@@ -435,7 +435,7 @@ class _Verdict:
     limit: BudgetLimit | None
 
 
-class BudgetMiddleware(FrozenConfig, AgentMiddleware[BudgetState, Any]):
+class BudgetMiddleware(ModelCallFlowHooks, FrozenConfig, AgentMiddleware[BudgetState, Any]):
     """Token and money budgets per run, thread and tenant, with a warning, a cheaper model, a human check-in and a
     final message as the budget runs out.
 
@@ -929,7 +929,7 @@ class BudgetMiddleware(FrozenConfig, AgentMiddleware[BudgetState, Any]):
         self._drain(runtime, book, tenant, "wrap_model_call")
         return ExtendedModelResponse(model_response=response, command=Command(update={"budget": book}))
 
-    def wrap_model_call(self, request: ModelRequest[Any]) -> ModelCallFlow:
+    def model_call_flow(self, request: ModelRequest[Any]) -> ModelCallFlow:
         """A flow hook (one body for invoke and ainvoke): pick the model, call it, count what it used."""
         sent = self._prepare(request)
         response = yield sent

@@ -30,7 +30,7 @@ from langchain_core.tools import BaseTool
 from langgraph.errors import GraphBubbleUp
 
 from middleware_kit.errors import MiddlewareConfigError, MiddlewareError
-from middleware_kit.flow import ModelCallFlow
+from middleware_kit.flow import ModelCallFlow, ModelCallFlowHooks
 from middleware_kit.middleware import AgentMiddleware
 from middleware_kit.middlewares._frozen import FrozenConfig
 from middleware_kit.middlewares._model_arg import resolve_chat_model
@@ -136,7 +136,7 @@ def _clean_tool(tool: Any) -> Any:
     return tool
 
 
-class ModelFallbackMiddleware(FrozenConfig, AgentMiddleware):
+class ModelFallbackMiddleware(ModelCallFlowHooks, FrozenConfig, AgentMiddleware):
     """On a model error, retry the call with ``first_model``, then each of ``more``; the first success wins.
 
     Args:
@@ -211,7 +211,7 @@ class ModelFallbackMiddleware(FrozenConfig, AgentMiddleware):
             },
         )
 
-    def wrap_model_call(self, request: ModelRequest[Any]) -> ModelCallFlow:
+    def model_call_flow(self, request: ModelRequest[Any]) -> ModelCallFlow:
         """Try the model, then each fallback (a flow: one body for invoke and ainvoke)."""
         try:
             return (yield request)

@@ -23,7 +23,7 @@ from langgraph.types import Command
 
 from middleware_kit.decorators import hook_config
 from middleware_kit.errors import MiddlewareConfigError, MiddlewareError
-from middleware_kit.flow import ModelCallFlow
+from middleware_kit.flow import ModelCallFlow, ModelCallFlowHooks
 from middleware_kit.middleware import AgentMiddleware
 from middleware_kit.middlewares._frozen import FrozenConfig
 from middleware_kit.pairing import last_ai_index
@@ -182,7 +182,7 @@ class ModelCallLimitExceededError(_CallLimitError):
         )
 
 
-class ModelCallLimitMiddleware(FrozenConfig, AgentMiddleware[ModelCallLimitState, Any]):
+class ModelCallLimitMiddleware(ModelCallFlowHooks, FrozenConfig, AgentMiddleware[ModelCallLimitState, Any]):
     """Cap the model calls of a thread and of a run.
 
     Args:
@@ -240,7 +240,7 @@ class ModelCallLimitMiddleware(FrozenConfig, AgentMiddleware[ModelCallLimitState
     async def abefore_model(self, state: ModelCallLimitState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         return self.before_model(state, runtime)
 
-    def wrap_model_call(self, request: ModelRequest[Any]) -> ModelCallFlow:
+    def model_call_flow(self, request: ModelRequest[Any]) -> ModelCallFlow:
         """Count the call once it returned (a flow: one body for invoke and ainvoke)."""
         response = yield request
         thread_count, run_count = self._counts(request.state or {})

@@ -35,7 +35,7 @@ from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMes
 from langgraph.types import Command
 
 from middleware_kit.errors import MiddlewareConfigError
-from middleware_kit.flow import ModelCallFlow
+from middleware_kit.flow import ModelCallFlow, ModelCallFlowHooks
 from middleware_kit.middleware import AgentMiddleware
 from middleware_kit.middlewares._frozen import FrozenConfig
 from middleware_kit.middlewares._stream import emit
@@ -97,7 +97,7 @@ class _Offense:
     detail: str
 
 
-class LoopGuardMiddleware(FrozenConfig, AgentMiddleware[LoopGuardState, Any]):
+class LoopGuardMiddleware(ModelCallFlowHooks, FrozenConfig, AgentMiddleware[LoopGuardState, Any]):
     """Detect tool loops (repeats, unknown tools, A-B oscillation, no progress) and act in steps: nudge, remove the
     tool, force a final answer; force the final answer before the recursion limit too.
 
@@ -381,7 +381,7 @@ class LoopGuardMiddleware(FrozenConfig, AgentMiddleware[LoopGuardState, Any]):
         return ExtendedModelResponse(model_response=response, command=Command(update={"loop_guard": book}))
 
     # -- the hooks -------------------------------------------------------------------------------------------
-    def wrap_model_call(self, request: ModelRequest[Any]) -> ModelCallFlow:
+    def model_call_flow(self, request: ModelRequest[Any]) -> ModelCallFlow:
         """A flow hook (one body for invoke and ainvoke): adjust the request, call the model, review its answer."""
         sent, book, final = self._prepare(request)
         response = yield sent

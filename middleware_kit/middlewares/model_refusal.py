@@ -22,7 +22,7 @@ from typing import Any
 from langchain_core.exceptions import ModelRefusalError
 from langchain_core.messages import AIMessage
 
-from middleware_kit.flow import ModelCallFlow
+from middleware_kit.flow import ModelCallFlow, ModelCallFlowHooks
 from middleware_kit.middleware import AgentMiddleware
 from middleware_kit.middlewares._frozen import FrozenConfig
 from middleware_kit.middlewares._stream import emit
@@ -45,7 +45,7 @@ def find_refusal(message: object) -> dict[str, Any] | None:
     return None
 
 
-class ModelRefusalMiddleware(FrozenConfig, AgentMiddleware):
+class ModelRefusalMiddleware(ModelCallFlowHooks, FrozenConfig, AgentMiddleware):
     """Raise ``ModelRefusalError`` for a model response containing a standard refusal block.
 
     Takes no arguments. List it after (inside) a ``ModelFallbackMiddleware`` so the fallback can catch the error.
@@ -71,7 +71,7 @@ class ModelRefusalMiddleware(FrozenConfig, AgentMiddleware):
             raise ModelRefusalError.from_refusal(refusal, raw_message=message)  # type: ignore[arg-type]
         return response
 
-    def wrap_model_call(self, request: ModelRequest[Any]) -> ModelCallFlow:
+    def model_call_flow(self, request: ModelRequest[Any]) -> ModelCallFlow:
         """Call the model; raise ``ModelRefusalError`` if it refused (a flow hook: one body for invoke and ainvoke)."""
         response = yield request
         return self._check(request, response)

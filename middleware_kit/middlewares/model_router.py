@@ -39,7 +39,7 @@ from typing_extensions import TypedDict
 
 from middleware_kit.drive import sync_twin
 from middleware_kit.errors import MiddlewareConfigError, MiddlewareError
-from middleware_kit.flow import ModelCallFlow
+from middleware_kit.flow import ModelCallFlow, ModelCallFlowHooks
 from middleware_kit.middleware import AgentMiddleware
 from middleware_kit.middlewares._frozen import FrozenConfig
 from middleware_kit.middlewares._model_arg import internal_call_config, resolve_chat_model
@@ -127,7 +127,7 @@ else:
     _route = sync_twin(_aroute, {"_aroute": "_route", "ainvoke": "invoke"})
 
 
-class ModelRouterMiddleware(FrozenConfig, AgentMiddleware[ModelRouterState, Any]):
+class ModelRouterMiddleware(ModelCallFlowHooks, FrozenConfig, AgentMiddleware[ModelRouterState, Any]):
     """Route each run to one of several models, chosen by a classifier from the latest human message.
 
     Args:
@@ -328,6 +328,6 @@ class ModelRouterMiddleware(FrozenConfig, AgentMiddleware[ModelRouterState, Any]
         model = self._models.get(route["choice"])
         return request if model is None else request.override(model=model)
 
-    def wrap_model_call(self, request: ModelRequest[Any]) -> ModelCallFlow:
+    def model_call_flow(self, request: ModelRequest[Any]) -> ModelCallFlow:
         """Call the routed model (the agent's model when there is no route); a flow hook (invoke and ainvoke)."""
         return (yield self._routed(request))

@@ -44,7 +44,7 @@ from langgraph.runtime import Runtime
 from langgraph.types import Command
 
 from middleware_kit.errors import MiddlewareConfigError, MiddlewareError
-from middleware_kit.flow import ModelCallFlow, ToolCallFlow
+from middleware_kit.flow import ModelCallFlow, ModelCallFlowHooks, ToolCallFlow, ToolCallFlowHooks
 from middleware_kit.middleware import AgentMiddleware
 from middleware_kit.middlewares._frozen import FrozenConfig
 from middleware_kit.middlewares._pii_detectors import (
@@ -460,7 +460,7 @@ def _as_detector(pii_type: str, detector: DetectorSpec, name: str) -> Detector:
     )
 
 
-class PIIMiddleware(FrozenConfig, AgentMiddleware[AgentState[Any], Any]):
+class PIIMiddleware(ModelCallFlowHooks, ToolCallFlowHooks, FrozenConfig, AgentMiddleware[AgentState[Any], Any]):
     """Detect one type of PII and redact, mask, hash, block or replace it with placeholders, before it is committed.
 
     Args:
@@ -726,7 +726,7 @@ class PIIMiddleware(FrozenConfig, AgentMiddleware[AgentState[Any], Any]):
         return {"messages": changed} if changed else None
 
     # -- the model call --------------------------------------------------------------------------------------------
-    def wrap_model_call(self, request: ModelRequest[Any]) -> ModelCallFlow:
+    def model_call_flow(self, request: ModelRequest[Any]) -> ModelCallFlow:
         """Scan the request's messages that are not the state's own, strip sealed values from the request, and (with
         ``apply_to_output``) rewrite the model's response before any ``after_model`` hook sees it."""
         state = request.state if isinstance(request.state, Mapping) else {}
@@ -796,7 +796,7 @@ class PIIMiddleware(FrozenConfig, AgentMiddleware[AgentState[Any], Any]):
         return ExtendedModelResponse(new_inner, command) if extended is not None else new_inner
 
     # -- tools ---------------------------------------------------------------------------------------------------
-    def wrap_tool_call(self, request: ToolCallRequest) -> ToolCallFlow:
+    def tool_call_flow(self, request: ToolCallRequest) -> ToolCallFlow:
         """``placeholder``: give the tool the real values, and turn the ones it echoes back into placeholders.
         ``hash`` with a salt function: a pending hash still in the arguments (a value a reviewer typed, guarded
         before the run continued) becomes the tenant's hash."""

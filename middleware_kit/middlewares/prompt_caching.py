@@ -33,7 +33,7 @@ from langgraph.types import Command
 from typing_extensions import TypedDict
 
 from middleware_kit.errors import MiddlewareConfigError
-from middleware_kit.flow import ModelCallFlow
+from middleware_kit.flow import ModelCallFlow, ModelCallFlowHooks
 from middleware_kit.middleware import AgentMiddleware
 from middleware_kit.middlewares._frozen import FrozenConfig
 from middleware_kit.middlewares._stream import emit
@@ -147,7 +147,7 @@ def _tool_digest(tools: Sequence[Any]) -> str:
     return _digest(described)
 
 
-class PromptCachingMiddleware(FrozenConfig, AgentMiddleware[PromptCachingState, Any]):
+class PromptCachingMiddleware(ModelCallFlowHooks, FrozenConfig, AgentMiddleware[PromptCachingState, Any]):
     """Place cache breakpoints for models that support them, and report when the cached prefix changes.
 
     Args:
@@ -206,7 +206,7 @@ class PromptCachingMiddleware(FrozenConfig, AgentMiddleware[PromptCachingState, 
         self.check_prefix_stability = bool(check_prefix_stability)
 
     # -- the hook: one flow body serves invoke and ainvoke -------------------------------------------------------
-    def wrap_model_call(self, request: ModelRequest[Any]) -> ModelCallFlow:
+    def model_call_flow(self, request: ModelRequest[Any]) -> ModelCallFlow:
         prepared, fingerprint = self._prepare(request)
         response = yield prepared
         return self._finish(response, fingerprint)

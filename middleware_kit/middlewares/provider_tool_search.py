@@ -31,7 +31,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.tools import BaseTool
 
 from middleware_kit.errors import MiddlewareConfigError
-from middleware_kit.flow import ModelCallFlow
+from middleware_kit.flow import ModelCallFlow, ModelCallFlowHooks
 from middleware_kit.middleware import AgentMiddleware
 from middleware_kit.middlewares._frozen import FrozenConfig
 from middleware_kit.middlewares._model_arg import tool_names
@@ -83,7 +83,7 @@ def _is_deferred(tool: BaseTool) -> bool:
     return bool((tool.extras or {}).get("defer_loading") is True)
 
 
-class ProviderToolSearchMiddleware(FrozenConfig, AgentMiddleware):
+class ProviderToolSearchMiddleware(ModelCallFlowHooks, FrozenConfig, AgentMiddleware):
     """Defer selected tools behind provider-native tool search (Anthropic, OpenAI).
 
     Args:
@@ -162,7 +162,7 @@ class ProviderToolSearchMiddleware(FrozenConfig, AgentMiddleware):
         )
         return request.override(tools=changed)
 
-    def wrap_model_call(self, request: ModelRequest[Any]) -> ModelCallFlow:
+    def model_call_flow(self, request: ModelRequest[Any]) -> ModelCallFlow:
         """Defer the chosen tools and add the provider's tool search tool (a flow hook: invoke and ainvoke)."""
         return (yield self._deferred_request(request))
 

@@ -49,7 +49,7 @@ from langgraph.types import Command
 
 from middleware_kit.bridge import run_coroutine_sync
 from middleware_kit.errors import HookReturnError, MiddlewareConfigError, MiddlewareError
-from middleware_kit.flow import ModelCallFlow, Sleep, ToolCallFlow
+from middleware_kit.flow import ModelCallFlow, ModelCallFlowHooks, Sleep, ToolCallFlow, ToolCallFlowHooks
 from middleware_kit.hooks import ToolResult
 from middleware_kit.middleware import AgentMiddleware
 from middleware_kit.middlewares._frozen import FrozenConfig
@@ -595,7 +595,7 @@ class _RetryMiddleware(FrozenConfig, AgentMiddleware):
         return text
 
 
-class ModelRetryMiddleware(_RetryMiddleware):
+class ModelRetryMiddleware(ModelCallFlowHooks, _RetryMiddleware):
     """Retry failed model calls with exponential backoff, then give up as ``on_failure`` says.
 
     Args:
@@ -622,7 +622,7 @@ class ModelRetryMiddleware(_RetryMiddleware):
     Negative or non-numeric values raise ``MiddlewareConfigError`` (a ``ValueError``) naming the parameter.
     """
 
-    def wrap_model_call(self, request: ModelRequest[Any]) -> ModelCallFlow:
+    def model_call_flow(self, request: ModelRequest[Any]) -> ModelCallFlow:
         """Retry the model call (a flow: one body for invoke and ainvoke; waits are ``yield Sleep(delay)``)."""
         call = _Call(self, request.runtime, request.state, None)
         result = yield from call.attempts_flow(request)
@@ -641,7 +641,7 @@ class ModelRetryMiddleware(_RetryMiddleware):
         return ExtendedModelResponse(model_response=result, command=Command(update=update))
 
 
-class ToolRetryMiddleware(_RetryMiddleware):
+class ToolRetryMiddleware(ToolCallFlowHooks, _RetryMiddleware):
     """Retry failed tool calls with exponential backoff, then give up as ``on_failure`` says.
 
     Takes the parameters of :class:`ModelRetryMiddleware`, plus ``tools``: the tools to retry (names or
@@ -669,7 +669,7 @@ class ToolRetryMiddleware(_RetryMiddleware):
     def _applies(self, request: ToolCallRequest) -> bool:
         return self.tools_to_retry is None or request.tool_call["name"] in self.tools_to_retry
 
-    def wrap_tool_call(self, request: ToolCallRequest) -> ToolCallFlow:
+    def tool_call_flow(self, request: ToolCallRequest) -> ToolCallFlow:
         """Retry the tool call (a flow: one body for invoke and ainvoke; waits are ``yield Sleep(delay)``)."""
         if not self._applies(request):
             return (yield request)

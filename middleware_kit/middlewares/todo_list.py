@@ -18,7 +18,7 @@ from langgraph.types import Command
 from typing_extensions import TypedDict
 
 from middleware_kit.errors import MiddlewareConfigError
-from middleware_kit.flow import ModelCallFlow
+from middleware_kit.flow import ModelCallFlow, ModelCallFlowHooks
 from middleware_kit.middleware import AgentMiddleware
 from middleware_kit.middlewares._frozen import FrozenConfig
 from middleware_kit.types import AgentState, ModelRequest, OmitFromInput
@@ -151,7 +151,7 @@ write_todos: BaseTool = _make_tool(WRITE_TODOS_TOOL_DESCRIPTION)
 ``tool_description``)."""
 
 
-class TodoListMiddleware(FrozenConfig, AgentMiddleware[PlanningState]):
+class TodoListMiddleware(ModelCallFlowHooks, FrozenConfig, AgentMiddleware[PlanningState]):
     """Give the agent a todo list: the ``write_todos`` tool, ``PlanningState.todos`` and a planning prompt.
 
     Args:
@@ -194,7 +194,7 @@ class TodoListMiddleware(FrozenConfig, AgentMiddleware[PlanningState]):
         content: list[Any] = [*current.content_blocks, {"type": "text", "text": f"\n\n{self.system_prompt}"}]
         return request.override(system_message=current.model_copy(update={"content": content}))
 
-    def wrap_model_call(self, request: ModelRequest[Any]) -> ModelCallFlow:
+    def model_call_flow(self, request: ModelRequest[Any]) -> ModelCallFlow:
         """Send the request with the planning prompt (a flow: one body for invoke and ainvoke)."""
         return (yield self._with_prompt(request))
 

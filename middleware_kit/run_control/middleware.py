@@ -31,7 +31,7 @@ from langgraph.types import Command
 
 from middleware_kit.decorators import hook_config
 from middleware_kit.events import run_lifecycle
-from middleware_kit.flow import ModelCallFlow, ToolCallFlow
+from middleware_kit.flow import ModelCallFlow, ModelCallFlowHooks, ToolCallFlow, ToolCallFlowHooks
 from middleware_kit.hooks import AsyncModelHandler, AsyncToolHandler, ModelHandler, ToolHandler, ToolResult
 from middleware_kit.middleware import AgentMiddleware
 from middleware_kit.middlewares._frozen import FrozenConfig
@@ -209,7 +209,7 @@ class RunControlMiddleware(FrozenConfig, AgentMiddleware[RunControlState, Any]):
         return result
 
 
-class RunControlGuard(FrozenConfig, AgentMiddleware[AgentState[Any], Any]):
+class RunControlGuard(ModelCallFlowHooks, ToolCallFlowHooks, FrozenConfig, AgentMiddleware[AgentState[Any], Any]):
     """The last check before a model or tool call is made. List it last (``controlled_middleware([...])`` does):
     work queued behind a sync-only wrapper or a retry backoff then stops at its next call instead of running."""
 
@@ -217,13 +217,13 @@ class RunControlGuard(FrozenConfig, AgentMiddleware[AgentState[Any], Any]):
         super().__init__()
 
     # Flow hooks (middleware_kit.flow): one body under invoke and ainvoke, no thread hop.
-    def wrap_model_call(self, request: ModelRequest[Any]) -> ModelCallFlow:
+    def model_call_flow(self, request: ModelRequest[Any]) -> ModelCallFlow:
         handle = current_handle()
         if handle is not None and handle.check() is not None:
             return _stopped_model(handle)
         return (yield request)
 
-    def wrap_tool_call(self, request: ToolCallRequest) -> ToolCallFlow:
+    def tool_call_flow(self, request: ToolCallRequest) -> ToolCallFlow:
         handle = current_handle()
         if handle is not None and handle.check() is not None:
             return _stopped_tool(handle, request)

@@ -20,6 +20,7 @@ from middleware_kit import (
     AgentState,
     InvalidJumpError,
     MiddlewareConfigError,
+    ModelResponse,
     UnknownStateKeyError,
     after_model,
     before_model,
@@ -122,16 +123,18 @@ def test_bundled_middleware_configuration_is_frozen() -> None:
     assert ModelCallLimitMiddleware(run_limit=1).replace(name="Soft").name == "Soft"
 
 
-def test_bundled_wrap_hooks_are_flows_called_through_the_testing_kit() -> None:
-    # LangChain 1.5: mw.wrap_model_call(request, handler) can be called directly on any bundled middleware. Here the
-    # bundled wrap hooks that had a sync body and an async twin are single flow hooks (generators taking only the
-    # request): call them through middleware_kit.testing.run_model_chain.
+def test_bundled_wrap_hooks_keep_langchains_signatures() -> None:
+    # LangChain 1.5: mw.wrap_model_call(request, handler) can be called directly on any bundled middleware; so can it
+    # here (both twins drive the middleware's one flow), and through middleware_kit.testing.run_model_chain.
     model = ScriptedChatModel([ConnectionError("down")])
     backup = ScriptedChatModel(["from the backup"])
     response = run_model_chain(ModelFallbackMiddleware(backup), make_request(["hi"], model=model))
     assert response.result[-1].content == "from the backup"  # type: ignore[union-attr]
-    with pytest.raises(TypeError):
-        ModelFallbackMiddleware(backup).wrap_model_call(make_request(["hi"]), lambda r: None)  # type: ignore[call-arg]
+    direct = ModelFallbackMiddleware(ScriptedChatModel(["direct"])).wrap_model_call(
+        make_request(["hi"], model=ScriptedChatModel([ConnectionError("down")])),
+        lambda r: ModelResponse(result=[r.model.invoke(list(r.messages))]),
+    )
+    assert direct.result[-1].content == "direct"  # type: ignore[union-attr]
 
 
 def test_summarization_counts_the_whole_request_and_its_default_trigger_fires() -> None:

@@ -89,9 +89,9 @@ def test_an_instance_is_returned_as_it_is() -> None:
     ("spec", "package"),
     [
         ("groq:llama-3.1-8b-instant", "langchain-groq"),
-        ("openai:gpt-4o", "langchain-openai"),
-        ("gpt-4o", "langchain-openai"),
-        ("claude-sonnet-4-5", "langchain-anthropic"),
+        ("fireworks:accounts/fireworks/models/llama", "langchain-fireworks"),
+        ("command-r", "langchain-cohere"),  # provider inferred from the prefix
+        ("grok-4", "langchain-xai"),
         ("google_genai:gemini-2.5-flash", "langchain-google-genai"),
         ("ollama:llama3:8b", "langchain-ollama"),  # only the first ':' separates the provider
         ("bedrock:anthropic.claude-3-haiku", "langchain-aws"),

@@ -80,8 +80,8 @@ def test_model_must_be_a_chat_model_instance_or_a_model_string() -> None:
         create_agent(3)  # type: ignore[arg-type]
     assert (err.value.middleware, err.value.hook) == ("create_agent", "model")  # type: ignore[attr-defined]
     # A model string is resolved through its provider package; without the package the error names it.
-    with pytest.raises(MiddlewareConfigError, match="pip install -U langchain-openai"):
-        create_agent("openai:gpt-4o")
+    with pytest.raises(MiddlewareConfigError, match="pip install -U langchain-groq"):
+        create_agent("groq:llama-3.1-8b-instant")
     with pytest.raises(TypeError, match="system_prompt"):
         create_agent(ScriptedChatModel([]), system_prompt=3)  # type: ignore[arg-type]
 

@@ -643,12 +643,14 @@ def test_the_flow_sleep_is_the_patch_point(run: Runner, monkeypatch: pytest.Monk
 
 
 def test_the_hooks_are_single_flows() -> None:
+    """One body (a flow) per hook; LangChain's (request, handler) signatures in both modes drive it."""
     import inspect
 
-    for cls in (ModelRetryMiddleware, ToolRetryMiddleware):
-        hook = cls.wrap_model_call if cls is ModelRetryMiddleware else cls.wrap_tool_call
-        assert inspect.isgeneratorfunction(hook)
-        assert "awrap_model_call" not in cls.__dict__ and "awrap_tool_call" not in cls.__dict__
+    assert inspect.isgeneratorfunction(ModelRetryMiddleware.model_call_flow)
+    assert inspect.isgeneratorfunction(ToolRetryMiddleware.tool_call_flow)
+    for cls, hook in ((ModelRetryMiddleware, "wrap_model_call"), (ToolRetryMiddleware, "wrap_tool_call")):
+        assert hook not in cls.__dict__ and "a" + hook not in cls.__dict__
+        assert list(inspect.signature(getattr(cls, hook)).parameters) == ["self", "request", "handler"]
 
 
 def test_an_async_custom_sleep_is_awaited_to_completion(run: Runner) -> None:

@@ -39,7 +39,7 @@ from typing_extensions import TypedDict
 from middleware_kit._compat import CONFIG_KEY_CHECKPOINTER, mark_invalid_resume
 from middleware_kit.decorators import hook_config
 from middleware_kit.errors import MiddlewareConfigError
-from middleware_kit.flow import ModelCallFlow
+from middleware_kit.flow import ModelCallFlow, ModelCallFlowHooks
 from middleware_kit.hooks import ToolResult
 from middleware_kit.middleware import AgentMiddleware
 from middleware_kit.middlewares._frozen import FrozenConfig, copy_containers
@@ -97,7 +97,7 @@ def _jsonable(value: Any) -> str:
     return json.dumps(value, default=str, ensure_ascii=False, sort_keys=True)
 
 
-class HumanInTheLoopMiddleware(FrozenConfig, AgentMiddleware[HumanInTheLoopState, Any]):
+class HumanInTheLoopMiddleware(ModelCallFlowHooks, FrozenConfig, AgentMiddleware[HumanInTheLoopState, Any]):
     """Pause before gated tool calls run, until a human approves, edits, rejects or answers each of them.
 
     Args:
@@ -183,7 +183,7 @@ class HumanInTheLoopMiddleware(FrozenConfig, AgentMiddleware[HumanInTheLoopState
         return (self._clock or time.time)()
 
     # -- wrap_model_call: decide the reviews while the context is at hand -------------------------------------------
-    def wrap_model_call(self, request: ModelRequest[Any]) -> ModelCallFlow:
+    def model_call_flow(self, request: ModelRequest[Any]) -> ModelCallFlow:
         """Decide, for each call of the model's answer, whether it is reviewed (recorded in state)."""
         response = yield request
         recorded: ModelResponse[Any] | ExtendedModelResponse[Any] = self._record(request, response)
