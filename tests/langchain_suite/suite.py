@@ -86,33 +86,35 @@ class FileResult:
     skipped: list[str] = field(default_factory=list)
 
 
-def run_file(relpath: str, deselect: list[str] = (), root: Path | None = None) -> FileResult:  # type: ignore[assignment]
-    """Run one suite file in a subprocess; its tests by node id (``path::name[param]``, path relative to agents/)."""
+def run_files(relpaths: list[str], root: Path | None = None) -> FileResult:
+    """Run suite files in one subprocess; their tests by node id (``path::name[param]``, path relative to agents/)."""
     root = root or suite_root()
-    report = root / f".report-{os.getpid()}-{relpath.replace('/', '_')}.xml"
+    report = root / f".report-{os.getpid()}-{abs(hash(tuple(relpaths)))}.xml"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), str(root)]), "LANGGRAPH_TEST_FAST": "true"}
     env.pop("PYTEST_XDIST_WORKER", None)
     args = [sys.executable, "-m", "pytest", "-q", "-p", "lc_plugin", "-p", "no:cacheprovider", "-p", "no:xdist",
             "-p", "no:randomly", f"--junitxml={report}", "-o", "junit_family=xunit1", "--timeout=120",
-            SUITE_PREFIX + relpath]
-    for node in deselect:
-        args += ["--deselect", SUITE_PREFIX + node]
+            *(SUITE_PREFIX + relpath for relpath in relpaths)]
     proc = subprocess.run(args, cwd=root, env=env, capture_output=True, text=True, timeout=900, check=False)
     if not report.exists():
-        raise RuntimeError(f"the LangChain suite file {relpath} did not run:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+        raise RuntimeError(f"the LangChain suite files {relpaths} did not run:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
     try:
-        return _parse(report, relpath)
+        return _parse(report)
     finally:
         report.unlink()
 
 
-def _parse(report: Path, relpath: str) -> FileResult:
+def _parse(report: Path, relpath: str | None = None) -> FileResult:
+    """A junit report as node ids: ``file::[Class::]name[param]`` with ``file`` relative to the agents folder (or
+    ``relpath`` for a single file outside the suite)."""
     result = FileResult()
     for case in ET.parse(report).getroot().iter("testcase"):
         name = case.get("name", "")
-        classname = case.get("classname", "")
-        cls = classname.rsplit(".", 1)[-1]
-        node = f"{relpath}::{cls}::{name}" if cls.startswith("Test") else f"{relpath}::{name}"
+        parts = case.get("classname", "").split(".")
+        classes = [p for p in parts if p[:1].isupper()]
+        modules = [p for p in parts if not p[:1].isupper()]
+        path = relpath or "/".join(modules[3:]) + ".py"  # tests.unit_tests.agents.<path>
+        node = "::".join([path, *classes, name])
         problem = case.find("failure")
         if problem is None:
             problem = case.find("error")
@@ -149,17 +151,56 @@ def main(argv: list[str]) -> int:
     known = deviations()
     total_pass = total_fail = 0
     unexpected: dict[str, str] = {}
+    result = run_files(files, root=root)
     for relpath in files:
-        result = run_file(relpath, root=root)
-        total_pass += len(result.passed)
-        total_fail += len(result.failed)
-        n = len(result.passed) + len(result.failed)
-        print(f"{relpath:70s} {len(result.passed):4d}/{n:<4d} skipped {len(result.skipped)}", flush=True)
-        for node, text in result.failed.items():
-            if node not in known:
-                unexpected[node] = text
+        passed = [n for n in result.passed if n.startswith(relpath + "::")]
+        failed = [n for n in result.failed if n.startswith(relpath + "::")]
+        skipped = [n for n in result.skipped if n.startswith(relpath + "::")]
+        total_pass += len(passed)
+        total_fail += len(failed)
+        print(f"{relpath:70s} {len(passed):4d}/{len(passed) + len(failed):<4d} skipped {len(skipped)}", flush=True)
+    for node, text in result.failed.items():
+        if node not in known:
+            unexpected[node] = text
     print(f"total: {total_pass}/{total_pass + total_fail} passed")
     for node, text in unexpected.items():
         first = next((line for line in text.splitlines() if line.strip()), "")
         print(f"NOT LISTED: {node}\n    {first[:300]}")
     return 0
+
+
+DEEPAGENTS_VERSION = "0.7.32"
+
+
+def deepagents_site() -> Path:
+    """deepagents (and its two small pure-Python dependencies that our test extra lacks), installed without its
+    dependencies into the cache: its ``langchain`` dependency is never installed, the redirect serves it."""
+    site = cache_dir() / f"deepagents-{DEEPAGENTS_VERSION}-site"
+    if (site / ".complete").exists():
+        return site
+    cache_dir().mkdir(parents=True, exist_ok=True)
+    with open(cache_dir() / f"deepagents-{DEEPAGENTS_VERSION}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (site / ".complete").exists():
+            subprocess.run(
+                [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site),
+                 f"deepagents=={DEEPAGENTS_VERSION}", "wcmatch>=10", "bracex>=2"],
+                check=True, capture_output=True, timeout=300,
+            )
+            (site / ".complete").touch()
+    return site
+
+
+def run_deepagents_flows(tmp: Path) -> FileResult:
+    """``deepagents_flows.py`` (create_deep_agent's documented flows) in a subprocess, on middleware_kit."""
+    site = deepagents_site()
+    report = tmp / "deepagents.xml"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), str(site)])}
+    env.pop("PYTEST_XDIST_WORKER", None)
+    args = [sys.executable, "-m", "pytest", "-q", "-p", "lc_plugin", "-p", "no:cacheprovider", "-p", "no:xdist",
+            f"--junitxml={report}", "-o", "junit_family=xunit1", "--timeout=120", "--rootdir", str(HERE),
+            "-o", "asyncio_mode=auto", str(HERE / "deepagents_flows.py")]
+    proc = subprocess.run(args, cwd=tmp, env=env, capture_output=True, text=True, timeout=900, check=False)
+    if not report.exists():
+        raise RuntimeError(f"deepagents_flows.py did not run:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    return _parse(report, "deepagents_flows.py")

@@ -1,7 +1,8 @@
 """LangChain 1.5.2's agent and middleware unit tests, unchanged, on middleware_kit (see ``suite.py``).
 
-One pytest item per LangChain test file (xdist spreads them). Each fails if a test not listed in ``deviations.toml``
-fails, or if a listed test now passes (the list must stay true). ``test_pass_rate`` holds the rate of the tests
+The files run in six subprocesses, one pytest item each (xdist spreads them). Each fails if a test not listed in
+``deviations.toml`` fails, if a listed test now passes (the list must stay true), or if a file ran another number of
+tests than ``[counts]`` records. ``test_pass_rate`` holds the rate of the tests
 that are not private or snapshot tests at 97% or more.
 """
 
@@ -84,10 +85,15 @@ def test_every_deviation_has_a_category_and_a_reason() -> None:
             assert entry.get("doc", "").startswith("docs/migration.md#"), node
 
 
-@pytest.mark.parametrize("relpath", FILES)
-def test_langchain_file(relpath: str) -> None:
-    known = {node: e for node, e in suite.deviations().items() if node.startswith(relpath + "::")}
-    result = suite.run_file(relpath)
+SHARDS = 6
+"""The files run in this many subprocesses (one pytest item each, spread by xdist): fewer interpreter starts."""
+
+
+@pytest.mark.parametrize("shard", range(SHARDS))
+def test_langchain_files(shard: int) -> None:
+    files = FILES[shard::SHARDS]
+    known = {node: e for node, e in suite.deviations().items() if node.split("::")[0] in files}
+    result = suite.run_files(files)
     unexpected = {node: text for node, text in result.failed.items() if node not in known}
     stale = sorted(node for node in known if node in result.passed)
     missing = sorted(node for node in known if node not in result.failed and node not in result.passed)
@@ -97,8 +103,10 @@ def test_langchain_file(relpath: str) -> None:
     )
     assert not stale, f"these tests pass now: remove them from deviations.toml: {stale}"
     assert not missing, f"these deviations.toml entries name tests that no longer exist: {missing}"
-    ran = len(result.passed) + len(result.failed)
-    assert ran == suite.counts().get(relpath), f"{relpath} ran {ran} tests; deviations.toml [counts] says otherwise"
+    counts = suite.counts()
+    for relpath in files:
+        ran = sum(1 for node in [*result.passed, *result.failed] if node.split("::")[0] == relpath)
+        assert ran == counts.get(relpath), f"{relpath} ran {ran} tests; deviations.toml [counts] says {counts.get(relpath)}"
 
 
 def test_pass_rate() -> None:
