@@ -8,12 +8,16 @@ Prompt-cache settings only one provider understands are removed from a fallback 
 them, as LangChain 1.5 does:
 
 - Anthropic ``cache_control`` markers (and Bedrock ``cachePoint`` blocks) are kept only when the fallback is
-  Anthropic-compatible: ``ChatAnthropic``, ``ChatAnthropicVertex``, or a Claude model on ``ChatBedrock`` /
-  ``ChatBedrockConverse`` (recognised by class name and model id; no provider package is imported). Otherwise they
-  are removed from ``model_settings``, from the content blocks of the system message and of every message, and from
-  the tools' ``extras`` and dict tools.
-- OpenAI's ``prompt_cache_key`` / ``prompt_cache_retention`` and Fireworks' prompt-cache settings
-  (:data:`PROVIDER_SPECIFIC_SETTINGS`) are kept only for a fallback of that provider.
+  Anthropic-compatible: its ``_llm_type`` is Anthropic's (direct, Bedrock or Vertex), or it is ``ChatAnthropic``,
+  ``ChatAnthropicVertex``, or a Claude model on ``ChatBedrock`` / ``ChatBedrockConverse`` (recognised by
+  ``_llm_type``, class name and model id; no provider package is imported). Otherwise they are removed from
+  ``model_settings``, from the content blocks (and their ``extras``/``metadata``) of the system message and of every
+  message, and from the tools' ``extras`` and dict tools (an ``extras`` left empty becomes None).
+- ``prompt_cache_key`` is kept for OpenAI and Fireworks fallbacks, ``prompt_cache_retention`` for OpenAI, Fireworks'
+  own settings and its ``X-Session-Affinity`` header (in ``model_settings["extra_headers"]``) for Fireworks
+  (:data:`PROVIDER_SPECIFIC_SETTINGS`).
+
+:meth:`ModelFallbackMiddleware.fallback_request` does this; override it to adapt requests to your fallbacks.
 
 Each fallback writes ``{"event": "fallback", "middleware", "fallback", "model", "error"}`` to the custom stream
 (``fallback``: 1 for the first fallback model).
@@ -22,6 +26,7 @@ Each fallback writes ``{"event": "fallback", "middleware", "fallback", "model", 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
+from types import MappingProxyType
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
@@ -43,6 +48,15 @@ _ANTHROPIC_CLASSES = frozenset({"ChatAnthropic", "ChatAnthropicVertex", "ChatAnt
 _BEDROCK_CLASSES = frozenset({"ChatBedrock", "ChatBedrockConverse", "BedrockChat"})
 _OPENAI_CLASSES = frozenset({"ChatOpenAI", "AzureChatOpenAI", "BaseChatOpenAI"})
 _FIREWORKS_CLASSES = frozenset({"ChatFireworks"})
+# ``_llm_type`` values of the provider integrations (each package reports its own): Anthropic direct, Claude on
+# Bedrock through ``ChatAnthropicBedrock``, Claude on Vertex.
+_ANTHROPIC_LLM_TYPES = frozenset({"anthropic-chat", "anthropic-bedrock-chat", "anthropic-chat-vertexai"})
+_OPENAI_LLM_TYPES = frozenset({"openai-chat", "azure-openai-chat"})
+_FIREWORKS_LLM_TYPE = "fireworks-chat"
+_SESSION_AFFINITY_HEADER = "x-session-affinity"
+"""Fireworks' prompt-cache affinity header (in ``model_settings["extra_headers"]``; names are case-insensitive)."""
+_NESTED = ("extras", "metadata")
+"""The dicts inside a content block that may carry their own ``cache_control``."""
 
 
 def _unwrap(model: Any) -> Any:
@@ -56,6 +70,14 @@ def _class_names(model: Any) -> set[str]:
     return {cls.__name__ for cls in type(_unwrap(model)).__mro__}
 
 
+def _llm_type(model: Any) -> str | None:
+    try:
+        value = getattr(_unwrap(model), "_llm_type", None)
+    except Exception:  # a property that fails says nothing about the provider
+        return None
+    return value if isinstance(value, str) else None
+
+
 def _model_id(model: Any) -> str:
     model = _unwrap(model)
     for attribute in ("model_id", "model", "model_name"):
@@ -66,8 +88,11 @@ def _model_id(model: Any) -> str:
 
 
 def is_anthropic_compatible(model: Any) -> bool:
-    """Whether ``model`` accepts Anthropic ``cache_control`` markers: Anthropic's own chat model, Anthropic on
-    Vertex, or a Claude model on Bedrock. Decided by class name and model id only."""
+    """Whether ``model`` accepts Anthropic ``cache_control`` markers: Anthropic's own chat model, Claude on Vertex,
+    or a Claude model on Bedrock. Decided by the model's ``_llm_type`` (as LangChain 1.5), class name and model id
+    only: no provider package is imported."""
+    if _llm_type(model) in _ANTHROPIC_LLM_TYPES:
+        return True
     names = _class_names(model)
     if names & _ANTHROPIC_CLASSES:
         return True
@@ -76,21 +101,28 @@ def is_anthropic_compatible(model: Any) -> bool:
 
 
 def _is_openai(model: Any) -> bool:
-    return bool(_class_names(model) & _OPENAI_CLASSES)
+    return _llm_type(model) in _OPENAI_LLM_TYPES or bool(_class_names(model) & _OPENAI_CLASSES)
 
 
 def _is_fireworks(model: Any) -> bool:
-    return bool(_class_names(model) & _FIREWORKS_CLASSES)
+    return _llm_type(model) == _FIREWORKS_LLM_TYPE or bool(_class_names(model) & _FIREWORKS_CLASSES)
 
 
-PROVIDER_SPECIFIC_SETTINGS: Mapping[str, Callable[[Any], bool]] = {
-    "cache_control": is_anthropic_compatible,
-    "prompt_cache_key": _is_openai,
-    "prompt_cache_retention": _is_openai,
-    "prompt_cache_max_len": _is_fireworks,
-    "prompt_cache_isolation_key": _is_fireworks,
-}
-"""``model_settings`` keys that only one provider understands -> which fallback models keep them."""
+def _is_openai_or_fireworks(model: Any) -> bool:
+    return _is_openai(model) or _is_fireworks(model)
+
+
+PROVIDER_SPECIFIC_SETTINGS: Mapping[str, Callable[[Any], bool]] = MappingProxyType(
+    {
+        "cache_control": is_anthropic_compatible,
+        "prompt_cache_key": _is_openai_or_fireworks,
+        "prompt_cache_retention": _is_openai,
+        "prompt_cache_max_len": _is_fireworks,
+        "prompt_cache_isolation_key": _is_fireworks,
+    }
+)
+"""``model_settings`` keys that only some providers understand -> which fallback models keep them. Beyond these,
+Fireworks' ``X-Session-Affinity`` header in ``model_settings["extra_headers"]`` is kept only for Fireworks."""
 
 
 def _label(model: BaseChatModel) -> str:
@@ -101,19 +133,38 @@ def _label(model: BaseChatModel) -> str:
     return type(model).__name__
 
 
+def _without_marker(payload: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``payload`` without ``cache_control`` (the same object when it has none)."""
+    if "cache_control" not in payload:
+        return payload
+    return {k: v for k, v in payload.items() if k != "cache_control"}
+
+
+def _clean_block(block: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A content block without ``cache_control``, in itself or in its ``extras``/``metadata`` (the same object
+    when it has none)."""
+    cleaned = _without_marker(block)
+    for key in _NESTED:
+        nested = cleaned.get(key)
+        if isinstance(nested, Mapping) and "cache_control" in nested:
+            cleaned = {**cleaned, key: _without_marker(nested)}
+    return cleaned
+
+
 def _clean_blocks(content: Any) -> Any:
-    """``content`` without ``cache_control`` keys and ``cachePoint`` blocks (the same object when it has none)."""
+    """``content`` without cache markers and ``cachePoint`` blocks (the same object when it has none)."""
     if not isinstance(content, list):
         return content
     changed = False
     out: list[Any] = []
     for block in content:
-        if isinstance(block, Mapping) and "cachePoint" in block and len(block) == 1:
-            changed = True
-            continue
-        if isinstance(block, Mapping) and "cache_control" in block:
-            block = {k: v for k, v in block.items() if k != "cache_control"}
-            changed = True
+        if isinstance(block, Mapping):
+            if "cachePoint" in block and len(block) == 1:
+                changed = True
+                continue
+            cleaned = _clean_block(block)
+            changed = changed or cleaned is not block
+            block = cleaned
         out.append(block)
     return out if changed else content
 
@@ -126,14 +177,34 @@ def _clean_message(message: BaseMessage) -> BaseMessage:
 
 
 def _clean_tool(tool: Any) -> Any:
+    """A tool without ``cache_control`` (a ``BaseTool``'s ``extras``; a dict tool's top level and ``extras``); an
+    ``extras`` left empty becomes None. The same object when it has none."""
     if isinstance(tool, BaseTool):
-        extras = getattr(tool, "extras", None)
+        extras = tool.extras
         if isinstance(extras, Mapping) and "cache_control" in extras:
-            return tool.model_copy(update={"extras": {k: v for k, v in extras.items() if k != "cache_control"}})
+            return tool.model_copy(update={"extras": dict(_without_marker(extras)) or None})
         return tool
-    if isinstance(tool, Mapping) and "cache_control" in tool:
-        return {k: v for k, v in tool.items() if k != "cache_control"}
-    return tool
+    if not isinstance(tool, Mapping):
+        return tool
+    cleaned = _without_marker(tool)
+    extras = cleaned.get("extras")
+    if isinstance(extras, Mapping) and "cache_control" in extras:
+        cleaned = {**cleaned, "extras": dict(_without_marker(extras)) or None}
+    return cleaned
+
+
+def _clean_settings(settings: Mapping[str, Any], model: Any) -> Mapping[str, Any]:
+    """``model_settings`` without what ``model`` would reject (the same object when nothing is)."""
+    dropped = {k for k, keeps in PROVIDER_SPECIFIC_SETTINGS.items() if k in settings and not keeps(model)}
+    cleaned = {k: v for k, v in settings.items() if k not in dropped} if dropped else settings
+    headers = cleaned.get("extra_headers")
+    if isinstance(headers, Mapping) and not _is_fireworks(model):
+        kept = {k: v for k, v in headers.items() if not (isinstance(k, str) and k.lower() == _SESSION_AFFINITY_HEADER)}
+        if len(kept) != len(headers):
+            cleaned = {k: v for k, v in cleaned.items() if k != "extra_headers"}
+            if kept:
+                cleaned["extra_headers"] = kept
+    return cleaned
 
 
 class ModelFallbackMiddleware(ModelCallFlowHooks, FrozenConfig, AgentMiddleware):
@@ -147,7 +218,8 @@ class ModelFallbackMiddleware(ModelCallFlowHooks, FrozenConfig, AgentMiddleware)
     If every model fails, the last error is raised. Errors are not filtered: list a :class:`ModelRetryMiddleware`
     inside this one (after it in ``middleware=[...]``) to retry each model before falling back. Prompt-cache
     settings a fallback model would reject are removed from its request (see the module docstring). The
-    configuration is frozen (``mw.replace(first_model=...)`` makes a changed copy).
+    configuration is read-only once an agent adopts the instance (``mw.replace(first_model=...)`` makes a changed
+    copy).
     """
 
     def __init__(self, first_model: BaseChatModel | str, *more: BaseChatModel | str) -> None:
@@ -174,13 +246,19 @@ class ModelFallbackMiddleware(ModelCallFlowHooks, FrozenConfig, AgentMiddleware)
         self.models: tuple[BaseChatModel, ...] = tuple(resolved)
         """The fallback models, in the order they are tried."""
 
-    def _for(self, request: ModelRequest[Any], model: BaseChatModel) -> ModelRequest[Any]:
-        """``request`` for ``model``: the original request, with the cache settings ``model`` would reject removed."""
+    def fallback_request(self, request: ModelRequest[Any], model: BaseChatModel) -> ModelRequest[Any]:
+        """The request sent to fallback ``model``: ``request`` (the one this middleware received) with ``model`` and
+        without the prompt-cache settings ``model`` would reject (see the module docstring). Fields with nothing to
+        remove keep their identity.
+
+        Override it to adapt requests to your fallbacks (call ``super()`` to keep the cleaning). It runs before the
+        attempt, outside the error handling: an exception it raises propagates at once, it is never taken for a
+        model failure and never hidden by a later fallback's success.
+        """
         changes: dict[str, Any] = {"model": model}
-        settings = request.model_settings
-        dropped = {k for k, keeps in PROVIDER_SPECIFIC_SETTINGS.items() if k in settings and not keeps(model)}
-        if dropped:
-            changes["model_settings"] = {k: v for k, v in request.model_settings.items() if k not in dropped}
+        settings = _clean_settings(request.model_settings, model)
+        if settings is not request.model_settings:
+            changes["model_settings"] = settings
         if not is_anthropic_compatible(model):
             messages = tuple(_clean_message(m) for m in request.messages)
             if any(new is not old for new, old in zip(messages, request.messages, strict=True)):
@@ -197,7 +275,7 @@ class ModelFallbackMiddleware(ModelCallFlowHooks, FrozenConfig, AgentMiddleware)
 
     def _fallbacks(self, request: ModelRequest[Any]) -> Iterator[tuple[int, BaseChatModel, ModelRequest[Any]]]:
         for number, model in enumerate(self.models, start=1):
-            yield number, model, self._for(request, model)
+            yield number, model, self.fallback_request(request, model)
 
     def _announce(self, request: ModelRequest[Any], number: int, model: BaseChatModel, error: Exception) -> None:
         emit(

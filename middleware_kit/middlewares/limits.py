@@ -8,26 +8,25 @@ a new thread, so thread and run limits coincide.
 Ending early keeps the tool-call pairing guarantee: every call of the last ``AIMessage`` gets a ``ToolMessage``
 before the run ends.
 
-The count keys have reducers, so several instances may share them: every ``ModelCallLimitMiddleware`` counts the
-same model calls (and writes the same totals), and each ``ToolCallLimitMiddleware`` counts under its own tool name
-(``"__all__"`` without one).
+Model calls are counted in ``after_model`` (LangChain's hook, so calling it directly does LangChain's work), once
+per model call: several ``ModelCallLimitMiddleware`` instances share the counts, and the first whose ``after_model``
+sees an answer counts it (``model_call_counted`` records its id). Each ``ToolCallLimitMiddleware`` counts under its
+own tool name (``"__all__"`` without one).
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal, NotRequired, TypeAlias
 
-from langchain_core.messages import AIMessage, ToolCall, ToolMessage
+from langchain_core.messages import AIMessage, AnyMessage, ToolCall, ToolMessage
 from langgraph.runtime import Runtime
-from langgraph.types import Command
 
 from middleware_kit.decorators import hook_config
 from middleware_kit.errors import MiddlewareConfigError, MiddlewareError
-from middleware_kit.flow import ModelCallFlow, ModelCallFlowHooks
 from middleware_kit.middleware import AgentMiddleware
 from middleware_kit.middlewares._frozen import FrozenConfig
 from middleware_kit.pairing import last_ai_index
-from middleware_kit.types import AgentState, ExtendedModelResponse, ModelRequest, PrivateStateAttr
+from middleware_kit.types import AgentState, PrivateStateAttr
 
 __all__ = [
     "ExitBehavior",
@@ -62,6 +61,8 @@ class ModelCallLimitState(AgentState):
 
     thread_model_call_count: NotRequired[Annotated[int, PrivateStateAttr, _latest]]
     run_model_call_count: NotRequired[Annotated[int, PrivateStateAttr, _latest]]
+    model_call_counted: NotRequired[Annotated[str, PrivateStateAttr, _latest]]
+    """The id of the ``AIMessage`` whose model call was counted last, so that several instances count it once."""
 
 
 class ToolCallLimitState(AgentState):
@@ -182,7 +183,7 @@ class ModelCallLimitExceededError(_CallLimitError):
         )
 
 
-class ModelCallLimitMiddleware(ModelCallFlowHooks, FrozenConfig, AgentMiddleware[ModelCallLimitState, Any]):
+class ModelCallLimitMiddleware(FrozenConfig, AgentMiddleware[ModelCallLimitState, Any]):
     """Cap the model calls of a thread and of a run.
 
     Args:
@@ -192,8 +193,9 @@ class ModelCallLimitMiddleware(ModelCallFlowHooks, FrozenConfig, AgentMiddleware
             saying which limit was reached (LangChain's text, ``"Model call limits exceeded: run limit (2/2)"``);
             ``"error"`` raises :class:`ModelCallLimitExceededError`.
 
-    At least one limit is required. A model call counts once it returned a response (a retried call counts once).
-    The configuration is frozen: ``mw.replace(run_limit=5)`` makes a changed copy.
+    At least one limit is required. A model call counts in ``after_model``, once it answered (a call a wrapper
+    retried counts once; a call that failed does not count).
+    Settings may be changed until an agent adopts the instance; then ``mw.replace(run_limit=5)`` makes a changed copy.
     """
 
     state_schema = ModelCallLimitState
@@ -213,16 +215,16 @@ class ModelCallLimitMiddleware(ModelCallFlowHooks, FrozenConfig, AgentMiddleware
         self.exit_behavior = exit_behavior
 
     def _counts(self, state: Any) -> tuple[int, int]:
+        state = state or {}
         return int(state.get("thread_model_call_count") or 0), int(state.get("run_model_call_count") or 0)
 
-    def before_agent(self, state: ModelCallLimitState, runtime: Runtime[Any]) -> dict[str, Any]:
+    def before_agent(self, state: ModelCallLimitState, runtime: Runtime[Any] | None) -> dict[str, Any]:
+        """Start this run's count at 0 (not on resume: a resumed run is the same run)."""
         return {"run_model_call_count": 0}
 
-    async def abefore_agent(self, state: ModelCallLimitState, runtime: Runtime[Any]) -> dict[str, Any]:
-        return self.before_agent(state, runtime)
-
     @hook_config(can_jump_to=["end"])
-    def before_model(self, state: ModelCallLimitState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+    def before_model(self, state: ModelCallLimitState, runtime: Runtime[Any] | None) -> dict[str, Any] | None:
+        """Stop before a model call that would exceed a limit: end the run with a message, or raise."""
         thread_count, run_count = self._counts(state)
         if not (
             (self.thread_limit is not None and thread_count >= self.thread_limit)
@@ -237,15 +239,28 @@ class ModelCallLimitMiddleware(ModelCallFlowHooks, FrozenConfig, AgentMiddleware
         return {"jump_to": "end", "messages": [AIMessage(content=text)]}
 
     @hook_config(can_jump_to=["end"])
-    async def abefore_model(self, state: ModelCallLimitState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+    async def abefore_model(self, state: ModelCallLimitState, runtime: Runtime[Any] | None) -> dict[str, Any] | None:
+        """LangChain's async entry point of :meth:`before_model` (no I/O: the same body, without a thread hop)."""
         return self.before_model(state, runtime)
 
-    def model_call_flow(self, request: ModelRequest[Any]) -> ModelCallFlow:
-        """Count the call once it returned (a flow: one body for invoke and ainvoke)."""
-        response = yield request
-        thread_count, run_count = self._counts(request.state or {})
-        update = {"thread_model_call_count": thread_count + 1, "run_model_call_count": run_count + 1}
-        return ExtendedModelResponse(model_response=response, command=Command(update=update))
+    def after_model(self, state: ModelCallLimitState, runtime: Runtime[Any] | None) -> dict[str, Any] | None:
+        """Count the model call that just answered, in the thread and in the run: once per model call (a call a
+        wrapper retried counts once, and so does a call several instances count, which share the counts)."""
+        state = state or {}
+        messages = state.get("messages") or []
+        i = last_ai_index(messages)
+        answer_id = messages[i].id if i >= 0 else None
+        if answer_id is not None and answer_id == state.get("model_call_counted"):
+            return None  # another ModelCallLimitMiddleware counted this call
+        thread_count, run_count = self._counts(state)
+        update: dict[str, Any] = {"thread_model_call_count": thread_count + 1, "run_model_call_count": run_count + 1}
+        if answer_id is not None:
+            update["model_call_counted"] = answer_id
+        return update
+
+    async def aafter_model(self, state: ModelCallLimitState, runtime: Runtime[Any] | None) -> dict[str, Any] | None:
+        """LangChain's async entry point of :meth:`after_model` (the same body, without a thread hop)."""
+        return self.after_model(state, runtime)
 
 
 # -- tool calls ------------------------------------------------------------------------------------------------
@@ -303,7 +318,8 @@ class ToolCallLimitMiddleware(FrozenConfig, AgentMiddleware[ToolCallLimitState, 
 
     Its ``name`` includes the tool (``"ToolCallLimitMiddleware[search]"``), so one agent may list one per tool.
     Allowed calls count toward both limits; refused calls count toward the run only (they were attempted in it), as
-    in LangChain. The configuration is frozen: ``mw.replace(run_limit=5)`` makes a changed copy.
+    in LangChain. Settings may be changed until an agent adopts the instance; then ``mw.replace(run_limit=5)``
+    makes a changed copy.
     """
 
     state_schema = ToolCallLimitState
@@ -354,11 +370,9 @@ class ToolCallLimitMiddleware(FrozenConfig, AgentMiddleware[ToolCallLimitState, 
     def _key(self) -> str:
         return self.tool_name if self.tool_name is not None else ALL_TOOLS
 
-    def before_agent(self, state: ToolCallLimitState, runtime: Runtime[Any]) -> dict[str, Any]:
+    def before_agent(self, state: ToolCallLimitState, runtime: Runtime[Any] | None) -> dict[str, Any]:
+        """Start this run's count at 0 (not on resume: a resumed run is the same run)."""
         return {"run_tool_call_count": {self._key: 0}}
-
-    async def abefore_agent(self, state: ToolCallLimitState, runtime: Runtime[Any]) -> dict[str, Any]:
-        return self.before_agent(state, runtime)
 
     def _refusal(self, call: ToolCall) -> ToolMessage:
         return ToolMessage(
@@ -368,8 +382,25 @@ class ToolCallLimitMiddleware(FrozenConfig, AgentMiddleware[ToolCallLimitState, 
             status="error",
         )
 
+    def _split(self, pending: list[ToolCall], thread0: int, run0: int) -> tuple[list[ToolCall], list[ToolCall]]:
+        """The pending calls this instance limits, split into those within the limits and those beyond them."""
+        allowed: list[ToolCall] = []
+        refused: list[ToolCall] = []
+        for call in pending:
+            if self.tool_name is not None and call["name"] != self.tool_name:
+                continue
+            n = len(allowed) + 1
+            if (self.thread_limit is not None and thread0 + n > self.thread_limit) or (
+                self.run_limit is not None and run0 + n > self.run_limit
+            ):
+                refused.append(call)
+            else:
+                allowed.append(call)
+        return allowed, refused
+
     @hook_config(can_jump_to=["end"])
-    def after_model(self, state: ToolCallLimitState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+    def after_model(self, state: ToolCallLimitState, runtime: Runtime[Any] | None) -> dict[str, Any] | None:
+        """Count the calls the model just asked for; refuse those beyond a limit (``exit_behavior`` says how)."""
         messages = state.get("messages") or []
         i = last_ai_index(messages)
         if i < 0 or not messages[i].tool_calls:  # type: ignore[union-attr]
@@ -379,58 +410,60 @@ class ToolCallLimitMiddleware(FrozenConfig, AgentMiddleware[ToolCallLimitState, 
         key = self._key
         thread0 = int((state.get("thread_tool_call_count") or {}).get(key, 0))
         run0 = int((state.get("run_tool_call_count") or {}).get(key, 0))
-        thread_count, run_count = thread0, run0
-        matching = [c for c in pending if self.tool_name is None or c["name"] == self.tool_name]
-        allowed: list[ToolCall] = []
-        refused: list[ToolCall] = []
-        for call in matching:
-            if (self.thread_limit is not None and thread_count + 1 > self.thread_limit) or (
-                self.run_limit is not None and run_count + 1 > self.run_limit
-            ):
-                refused.append(call)
-            else:
-                allowed.append(call)
-                thread_count += 1
-                run_count += 1
+        allowed, refused = self._split(pending, thread0, run0)
         if not refused:
             if not allowed:
                 return None
-            return {"thread_tool_call_count": {key: thread_count}, "run_tool_call_count": {key: run_count}}
+            return {
+                "thread_tool_call_count": {key: thread0 + len(allowed)},
+                "run_tool_call_count": {key: run0 + len(allowed)},
+            }
         # Refused calls were attempted in this run: they count toward it (not toward the thread), as in LangChain.
-        counts = {"thread_tool_call_count": {key: thread_count}, "run_tool_call_count": {key: run_count + len(refused)}}
+        thread_count, run_count = thread0 + len(allowed), run0 + len(allowed) + len(refused)
         if self.exit_behavior == "error":
             raise ToolCallLimitExceededError(
                 thread_count + len(refused),
-                run_count + len(refused),
+                run_count,
                 self.thread_limit,
                 self.run_limit,
                 self.tool_name,
                 middleware=self.name,
             )
         if self.exit_behavior == "continue":
-            return {**counts, "messages": [self._refusal(call) for call in refused]}
-        # "end": answer every open call of the turn, in call order (the pairing guarantee), then say why it ended.
+            return {
+                "thread_tool_call_count": {key: thread_count},
+                "run_tool_call_count": {key: run_count},
+                "messages": [self._refusal(call) for call in refused],
+            }
+        # "end": no call of this turn runs, so the thread count stays where it was.
+        return {
+            "thread_tool_call_count": {key: thread0},
+            "run_tool_call_count": {key: run_count},
+            "jump_to": "end",
+            "messages": self._end_messages(pending, refused, thread_count + len(refused), run_count),
+        }
+
+    def _end_messages(
+        self, pending: list[ToolCall], refused: list[ToolCall], thread_count: int, run_count: int
+    ) -> list[AnyMessage]:
+        """Every open call of the turn answered, in call order (the pairing guarantee), then why the run ended."""
         refused_ids = {call["id"] for call in refused}
-        answers = [
+        answers: list[AnyMessage] = [
             self._refusal(call)
             if call["id"] in refused_ids
             else ToolMessage(
-                content=f"Tool call '{call['name']}' was not executed: the run ended because a tool call limit "
-                f"was reached.",
+                content=f"Tool call '{call['name']}' was not executed: the run ended because another call of the "
+                f"same turn exceeded the limit.",
                 tool_call_id=call["id"] or "",
                 name=call["name"],
                 status="error",
             )
             for call in pending
         ]
-        final = AIMessage(
-            content=tool_limit_message(
-                thread_count + len(refused), run_count + len(refused), self.thread_limit, self.run_limit,
-                self.tool_name,
-            )
-        )
-        return {**counts, "jump_to": "end", "messages": [*answers, final]}
+        text = tool_limit_message(thread_count, run_count, self.thread_limit, self.run_limit, self.tool_name)
+        return [*answers, AIMessage(content=text)]
 
     @hook_config(can_jump_to=["end"])
-    async def aafter_model(self, state: ToolCallLimitState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+    async def aafter_model(self, state: ToolCallLimitState, runtime: Runtime[Any] | None) -> dict[str, Any] | None:
+        """LangChain's async entry point of :meth:`after_model` (no I/O: the same body, without a thread hop)."""
         return self.after_model(state, runtime)

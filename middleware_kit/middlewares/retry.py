@@ -506,7 +506,6 @@ class _RetryMiddleware(FrozenConfig, AgentMiddleware):
             # the others add no node to the graph. The engine reads hooks set on the instance.
             self.state_schema = RetryState
             self.before_agent = self._reset_budget  # type: ignore[method-assign]
-            self.abefore_agent = self._areset_budget  # type: ignore[method-assign]
 
     def _config_error(self, param: str, detail: str) -> MiddlewareConfigError:
         """A constructor error; ``detail`` names the class itself when it starts with LangChain's sentence."""
@@ -573,10 +572,9 @@ class _RetryMiddleware(FrozenConfig, AgentMiddleware):
         return {BUDGET_KEY: {self.name: call.attempts - 1}}
 
     def _reset_budget(self, state: Any, runtime: Runtime[Any] | None) -> dict[str, Any]:
+        """``before_agent`` of a budgeted instance: nothing spent yet in this run (sync only: no I/O; the engine
+        runs it under ``ainvoke`` too)."""
         return {BUDGET_KEY: {self.name: None}}
-
-    async def _areset_budget(self, state: Any, runtime: Runtime[Any] | None) -> dict[str, Any]:
-        return self._reset_budget(state, runtime)
 
     # -- failure -------------------------------------------------------------------------------------------------
     def _failure_text(self, failure: _Failure, default: str) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, NotRequired
 
-from langchain_core.messages import AIMessage, SystemMessage, ToolMessage
+from langchain_core.messages import SystemMessage, ToolMessage
 from langchain_core.tools import BaseTool, InjectedToolCallId, StructuredTool
 from langgraph.runtime import Runtime
 from langgraph.types import Command
@@ -21,6 +21,7 @@ from middleware_kit.errors import MiddlewareConfigError
 from middleware_kit.flow import ModelCallFlow, ModelCallFlowHooks
 from middleware_kit.middleware import AgentMiddleware
 from middleware_kit.middlewares._frozen import FrozenConfig
+from middleware_kit.pairing import last_ai_index
 from middleware_kit.types import AgentState, ModelRequest, OmitFromInput
 
 __all__ = [
@@ -199,27 +200,24 @@ class TodoListMiddleware(ModelCallFlowHooks, FrozenConfig, AgentMiddleware[Plann
         return (yield self._with_prompt(request))
 
     # -- parallel calls ---------------------------------------------------------------------------------------
-    def _refuse_parallel(self, state: Any) -> dict[str, Any] | None:
+    def after_model(self, state: PlanningState, runtime: Runtime[Any] | None) -> dict[str, Any] | None:
+        """Refuse parallel ``write_todos`` calls: each open one gets :data:`PARALLEL_WRITE_TODOS_ERROR` (an error
+        ``ToolMessage``, as LangChain's), so none runs and the todos stay as they were."""
         messages = state["messages"]
-        i = len(messages) - 1
-        while i >= 0 and not isinstance(messages[i], AIMessage):
-            i -= 1
+        i = last_ai_index(messages)
         if i < 0:
             return None
-        message = messages[i]
-        calls = [c for c in message.tool_calls if c["name"] == "write_todos"]
+        calls = [c for c in messages[i].tool_calls if c["name"] == "write_todos"]  # type: ignore[union-attr]
         if len(calls) < 2:
             return None
         answered = {m.tool_call_id for m in messages[i + 1 :] if isinstance(m, ToolMessage)}
         errors = [
-            ToolMessage(PARALLEL_WRITE_TODOS_ERROR, tool_call_id=c["id"] or "", name="write_todos", status="error")
+            ToolMessage(PARALLEL_WRITE_TODOS_ERROR, tool_call_id=c["id"] or "", status="error")
             for c in calls
             if c["id"] not in answered
         ]
         return {"messages": errors} if errors else None
 
-    def after_model(self, state: PlanningState, runtime: Runtime[Any]) -> dict[str, Any] | None:
-        return self._refuse_parallel(state)
-
-    async def aafter_model(self, state: PlanningState, runtime: Runtime[Any]) -> dict[str, Any] | None:
-        return self._refuse_parallel(state)
+    async def aafter_model(self, state: PlanningState, runtime: Runtime[Any] | None) -> dict[str, Any] | None:
+        """LangChain's async entry point of :meth:`after_model` (no I/O: the same body, without a thread hop)."""
+        return self.after_model(state, runtime)

@@ -148,7 +148,7 @@ def test_cache_markers_are_kept_for_an_anthropic_compatible_fallback(run: Runner
     [
         (lambda: ScriptedChatModel(["ok"]), {"temperature": 0}),
         (lambda: ChatOpenAI(["ok"]), {"prompt_cache_key": "k", "temperature": 0}),
-        (lambda: ChatFireworks(["ok"]), {"prompt_cache_max_len": 100, "temperature": 0}),
+        (lambda: ChatFireworks(["ok"]), {"prompt_cache_key": "k", "prompt_cache_max_len": 100, "temperature": 0}),
         (lambda: ChatBedrockConverse(["ok"], model_name="amazon.titan-text"), {"temperature": 0}),
     ],
     ids=["other", "openai", "fireworks", "titan-on-bedrock"],
@@ -176,6 +176,109 @@ def test_anthropic_compatibility_is_read_from_class_and_model_id() -> None:
     assert not is_anthropic_compatible(ChatBedrockConverse([], model_name="meta.llama3"))
     assert not is_anthropic_compatible(ChatOpenAI([], model_name="claude-lookalike"))
     assert not is_anthropic_compatible(ScriptedChatModel([]))
+
+
+class _ReportsLlmType(ScriptedChatModel):
+    """A model known only by its ``_llm_type`` (as LangChain 1.5 identifies providers)."""
+
+    llm_type: str = "scripted"
+
+    @property
+    def _llm_type(self) -> str:
+        return self.llm_type
+
+
+@pytest.mark.parametrize("llm_type", ["anthropic-chat", "anthropic-bedrock-chat", "anthropic-chat-vertexai"])
+def test_anthropic_compatibility_is_read_from_llm_type(llm_type: str) -> None:
+    assert is_anthropic_compatible(_ReportsLlmType([], llm_type=llm_type))
+    assert not is_anthropic_compatible(_ReportsLlmType([], llm_type="openai-chat"))
+
+
+def _fail_primary(seen: list[Any]) -> Any:
+    def handler(request: Any) -> AIMessage:
+        seen.append(request)
+        if len(seen) == 1:
+            raise ConnectionError("primary down")
+        return AIMessage("ok")
+
+    return handler
+
+
+@pytest.mark.parametrize(
+    ("llm_type", "expected"),
+    [
+        ("generic", {"temperature": 0, "extra_headers": {"X-Request-ID": "r"}}),
+        ("openai-chat", {"temperature": 0, "prompt_cache_key": "k", "extra_headers": {"X-Request-ID": "r"}}),
+        ("azure-openai-chat", {"temperature": 0, "prompt_cache_key": "k", "extra_headers": {"X-Request-ID": "r"}}),
+        ("fireworks-chat", None),  # Fireworks keeps its affinity header and the cache key
+    ],
+)
+def test_fireworks_affinity_and_cache_key_reach_only_the_providers_that_take_them(
+    llm_type: str, expected: dict[str, Any] | None
+) -> None:
+    settings_in = {"temperature": 0, "prompt_cache_key": "k",
+                   "extra_headers": {"X-Request-ID": "r", "x-session-affinity": "thread-1"}}
+    fallback = _ReportsLlmType([], llm_type=llm_type)
+    seen: list[Any] = []
+    request = make_request(["q"], model=ScriptedChatModel([]), model_settings=settings_in)
+    run_model_chain(ModelFallbackMiddleware(fallback), request, handler=_fail_primary(seen))
+    assert dict(seen[-1].model_settings) == (expected or settings_in)
+    assert dict(request.model_settings) == settings_in  # the original request is untouched
+
+
+def test_only_the_affinity_header_empties_extra_headers_away() -> None:
+    seen: list[Any] = []
+    request = make_request(["q"], model=ScriptedChatModel([]),
+                           model_settings={"extra_headers": {"X-Session-Affinity": "t"}, "temperature": 1})
+    run_model_chain(ModelFallbackMiddleware(ScriptedChatModel([])), request, handler=_fail_primary(seen))
+    assert dict(seen[-1].model_settings) == {"temperature": 1}
+
+
+def test_markers_nested_in_extras_and_metadata_are_removed_and_empty_extras_become_none() -> None:
+    marked_tool = add.model_copy(update={"extras": {"cache_control": MARK}})
+    dict_tool = {"name": "d", "cache_control": MARK, "extras": {"cache_control": MARK, "defer_loading": True}}
+    block = {"type": "text", "text": "q", "extras": {"turn": 1, "cache_control": MARK},
+             "metadata": {"source": "user", "cache_control": MARK}}
+    request = make_request([HumanMessage([block])], model=ChatAnthropic([]), tools=[marked_tool, dict_tool])
+    seen: list[Any] = []
+    run_model_chain(ModelFallbackMiddleware(ScriptedChatModel([])), request, handler=_fail_primary(seen))
+    sent = seen[-1]
+    assert sent.messages[0].content == [{"type": "text", "text": "q", "extras": {"turn": 1},
+                                         "metadata": {"source": "user"}}]
+    assert sent.tools[0].extras is None
+    assert sent.tools[1] == {"name": "d", "extras": {"defer_loading": True}}
+    assert seen[0].messages[0].content == [block] and marked_tool.extras == {"cache_control": MARK}
+
+
+def test_a_request_with_nothing_to_clean_keeps_its_fields() -> None:
+    seen: list[Any] = []
+    request = make_request(["q"], model=ScriptedChatModel([]), model_settings={"temperature": 0})
+    run_model_chain(ModelFallbackMiddleware(ScriptedChatModel([])), request, handler=_fail_primary(seen))
+    sent = seen[-1]
+    assert sent.messages is request.messages and sent.tools is request.tools
+    assert sent.model_settings is request.model_settings
+
+
+def test_an_error_preparing_a_fallback_request_is_never_masked() -> None:
+    class Strict(ModelFallbackMiddleware):
+        def fallback_request(self, request: Any, model: Any) -> Any:
+            if model is first:
+                raise RuntimeError("cannot adapt the request")
+            return super().fallback_request(request, model)
+
+    first, second = ScriptedChatModel([]), ScriptedChatModel([])
+    seen: list[Any] = []
+    request = make_request(["q"], model=ScriptedChatModel([]))
+    with pytest.raises(RuntimeError, match="cannot adapt"):
+        Strict(first, second).wrap_model_call(request, _fail_primary(seen))
+    assert len(seen) == 1  # the second fallback, which would have succeeded, was never tried
+
+    async def ahandler(request: Any) -> AIMessage:
+        return _fail_primary(seen)(request)
+
+    seen.clear()
+    with pytest.raises(RuntimeError, match="cannot adapt"):
+        asyncio.run(Strict(first, second).awrap_model_call(request, ahandler))
 
 
 def test_interrupts_propagate_at_once(run: Runner) -> None:
@@ -231,6 +334,7 @@ def test_fallback_models_must_be_chat_models_or_model_strings() -> None:
 def test_configuration_is_frozen_and_replace_makes_a_working_copy(run: Runner) -> None:
     first, second = ScriptedChatModel(["first"]), ScriptedChatModel(["second"])
     mw = ModelFallbackMiddleware(first)
+    create_agent(ScriptedChatModel(["hi"]), middleware=[mw])  # adopted: read-only from now on
     with pytest.raises(FrozenMiddlewareError, match="cannot set 'models'"):
         mw.models = (second,)
     changed = mw.replace(first_model=second)

@@ -251,6 +251,7 @@ def test_a_subclass_names_a_second_instance() -> None:
     [(ModelCallLimitMiddleware(run_limit=2), "run_limit"), (ToolCallLimitMiddleware(run_limit=2), "exit_behavior")],
 )
 def test_configuration_is_frozen(mw: Any, attribute: str) -> None:
+    create_agent(ScriptedChatModel(["hi"]), middleware=[mw])  # adopted: read-only from now on
     with pytest.raises(FrozenMiddlewareError, match=f"cannot set '{attribute}'") as err:
         setattr(mw, attribute, 1)
     assert isinstance(err.value, MiddlewareConfigError) and isinstance(err.value, AttributeError)
@@ -258,6 +259,16 @@ def test_configuration_is_frozen(mw: Any, attribute: str) -> None:
     # `name` is identity, not configuration: a renamed copy (or `mw.name = ...`) tells two instances apart.
     renamed = mw.replace(name="Other")
     assert (renamed.name, renamed.run_limit) == ("Other", 2) and mw.name != "Other"
+
+
+def test_before_adoption_settings_are_validated_like_constructor_arguments(run: Runner) -> None:
+    limit = ModelCallLimitMiddleware(run_limit=5)
+    limit.run_limit = 1  # as LangChain users do, before building the agent
+    with pytest.raises(MiddlewareConfigError, match="run_limit must be an int >= 0"):
+        limit.run_limit = -1
+    model = ScriptedChatModel([calls("add")], cycle=True)
+    result = run(create_agent(model, [add], middleware=[limit]), ask())
+    assert model.call_count == 1 and result["messages"][-1].content == "Model call limits exceeded: run limit (1/1)"
 
 
 def test_replace_gives_a_working_changed_copy(run: Runner) -> None:
@@ -278,10 +289,46 @@ def test_end_mode_updates_have_langchains_keys() -> None:
     update = tool_limit.after_model(state, None)  # type: ignore[arg-type]
     assert update is not None
     assert set(update) == {"thread_tool_call_count", "run_tool_call_count", "jump_to", "messages"}
-    assert update["run_tool_call_count"] == {"add": 2} and update["thread_tool_call_count"] == {"add": 1}
+    # "end": no call of the turn runs, so the thread count stays; the run counts every call attempted (LangChain 1.5).
+    assert update["run_tool_call_count"] == {"add": 2} and update["thread_tool_call_count"] == {"add": 0}
     continue_limit = tool_limit.replace(exit_behavior="continue")
     assert set(continue_limit.after_model(state, None)) == {  # type: ignore[arg-type]
         "thread_tool_call_count", "run_tool_call_count", "messages"}
     model_limit = ModelCallLimitMiddleware(run_limit=1)
     assert set(model_limit.before_model({"messages": [], "run_model_call_count": 1}, None)) == {  # type: ignore[arg-type]
         "jump_to", "messages"}
+
+
+def test_model_limit_hooks_called_directly_do_langchains_work() -> None:
+    # LangChain users unit-test the hooks: after_model returns the incremented counts, before_model the jump.
+    import asyncio
+
+    limit = ModelCallLimitMiddleware(run_limit=2)
+    state: Any = {"messages": [HumanMessage("q"), AIMessage("a")], "thread_model_call_count": 4,
+                  "run_model_call_count": 1}
+    assert limit.after_model(state, None) == {"thread_model_call_count": 5, "run_model_call_count": 2}
+    assert asyncio.run(limit.aafter_model(state, None)) == limit.after_model(state, None)
+    assert asyncio.run(limit.abefore_model({**state, "run_model_call_count": 2}, None)) == {
+        "jump_to": "end", "messages": [AIMessage("Model call limits exceeded: run limit (2/2)")]}
+
+
+def test_the_model_call_is_counted_once_per_answer_by_the_first_instance_that_sees_it() -> None:
+    limit = ModelCallLimitMiddleware(run_limit=5)
+    answered: Any = {"messages": [HumanMessage("q"), AIMessage("a", id="m1")], "run_model_call_count": 1}
+    update = limit.after_model(answered, None)
+    assert update == {"thread_model_call_count": 1, "run_model_call_count": 2, "model_call_counted": "m1"}
+    assert limit.after_model({**answered, **update}, None) is None  # a second instance: already counted
+
+
+def test_tool_limit_end_counts_no_call_of_the_turn_in_the_thread(run: Runner) -> None:
+    limit = ToolCallLimitMiddleware(tool_name="add", thread_limit=1, exit_behavior="end")
+    model = ScriptedChatModel([calls("add", "echo"), "done", calls("add", "add", "echo")])
+    agent = create_agent(model, [add, echo], middleware=[limit], checkpointer=InMemorySaver())
+    run(agent, ask(), config=thread())
+    assert agent.get_state(thread()).values["thread_tool_call_count"] == {"add": 1}
+    result = run(agent, ask(), config=thread())
+    assert agent.get_state(thread()).values["thread_tool_call_count"] == {"add": 1}  # none of the turn ran
+    answers = [m.content for m in result["messages"][-4:-1]]
+    assert answers[0] == answers[1] == "Tool call limit exceeded. Do not call 'add' again."
+    assert "exceeded the limit" in answers[2]
+    assert_paired(result["messages"])

@@ -22,8 +22,9 @@ from middleware_kit.middlewares.provider_tool_search import (
     OPENAI_TOOL_SEARCH,
     ProviderToolSearchMiddleware,
     ToolSearchUnsupportedError,
+    provider_of,
 )
-from middleware_kit.testing import ScriptedChatModel, tool_call
+from middleware_kit.testing import ScriptedChatModel, make_request, run_model_chain, tool_call
 from tests.conftest import Runner
 
 
@@ -106,12 +107,12 @@ def test_anthropic_gets_deferred_copies_and_its_search_tool_and_the_tool_still_r
     assert deferred_flags(model.bound[-1]) == {
         "get_weather": None,
         "query_crm": True,
-        "tool_search_tool_regex": "search",
+        "tool_search_tool_bm25": "search",
     }
     assert model.bound[-1][-1] == ANTHROPIC_TOOL_SEARCH
     assert query_crm.extras is None  # the agent's tool object is never changed
     assert [m.content for m in result["messages"] if isinstance(m, ToolMessage)] == ["ACME: gold tier"]
-    assert model.calls[0].tools == ("get_weather", "query_crm", "tool_search_tool_regex")
+    assert model.calls[0].tools == ("get_weather", "query_crm", "tool_search_tool_bm25")
 
 
 def test_openai_gets_its_tool_search(run: Runner) -> None:
@@ -134,15 +135,69 @@ def test_a_tool_already_marked_defer_loading_is_deferred_without_being_named(run
     assert deferred_flags(model.bound[-1]) == {
         "get_weather": None,
         "export_report": True,
-        "tool_search_tool_regex": "search",
+        "tool_search_tool_bm25": "search",
     }
     assert model.bound[-1][1] is export_report  # already deferred: sent as it is
 
 
 def test_nothing_deferred_passes_the_request_through_on_any_provider(run: Runner) -> None:
     plain = RecordingModel(responses=["ok"])
-    run(create_agent(plain, [get_weather], middleware=[ProviderToolSearchMiddleware(searchable_tools=["nope"])]), Q)
-    assert plain.bound[-1] == [get_weather]
+    run(create_agent(plain, [get_weather, query_crm], middleware=[ProviderToolSearchMiddleware()]), Q)
+    assert plain.bound[-1] == [get_weather, query_crm]
+
+
+def test_a_searchable_tool_the_request_lacks_raises_before_the_provider_is_checked(run: Runner) -> None:
+    model = RecordingModel(responses=["never"])  # no tool search either: the unbound names are reported first
+    mw = ProviderToolSearchMiddleware(searchable_tools=["query_cmr", "export_reprot", "query_crm"])
+    with pytest.raises(
+        MiddlewareConfigError,
+        match=r"^ProviderToolSearchMiddleware: searchable_tools references tool\(s\) not bound to the model: "
+        r"export_reprot, query_cmr\. Fix: ",
+    ) as err:
+        run(create_agent(model, [get_weather, query_crm], middleware=[mw]), Q)
+    assert isinstance(err.value, ValueError) and err.value.hook == "wrap_model_call"
+    assert model.call_count == 0
+
+
+class _Configurable:
+    """Shaped like ``init_chat_model(configurable_fields=...)``'s model: defaults, and parameters per call."""
+
+    def __init__(self, defaults: dict[str, Any], per_call: dict[str, Any] | None = None) -> None:
+        self._default_config = defaults
+        self.per_call = per_call
+
+    def _model_params(self, config: Any = None) -> dict[str, Any]:
+        return self.per_call if config is None else dict(config.get("configurable", {}))
+
+
+class _WithConfig:
+    def __init__(self, config: Any) -> None:
+        self.config = config
+
+
+@pytest.mark.parametrize(
+    ("model", "runtime", "expected"),
+    [
+        (_Configurable({"model": "anthropic:claude-sonnet-4-5"}), None, "anthropic"),
+        (_Configurable({}, {"model": "gpt-5"}), None, "openai"),  # a bare name: inferred
+        (_Configurable({"model_provider": "openai"}), _WithConfig({"configurable": {"model": "claude-x"}}), "openai"),
+        (_Configurable({"model_provider": "openai"}), _WithConfig({"configurable": {"model_provider": "Anthropic"}}),
+         "anthropic"),
+        (_Configurable({}, {"model": "llama-3.1"}), None, None),
+        (ChatOpenAILike(responses=[]), None, "openai"),
+        (RecordingModel(responses=[]), None, "recordingmodel"),  # its LangSmith provider: the class name
+    ],
+    ids=["default-config", "bare-name", "provider-over-runtime-model", "runtime-provider", "unknown", "ls", "other"],
+)
+def test_provider_of_reads_configurable_models_then_langsmith_params(model: Any, runtime: Any, expected: Any) -> None:
+    assert provider_of(model, runtime) == expected
+
+
+def test_an_undeterminable_provider_says_so() -> None:
+    request = make_request(["q"], model=_Configurable({}, {"model": "llama-3.1"}), tools=[query_crm])  # type: ignore[arg-type]
+    text = "could not determine the provider of the model '_Configurable'"
+    with pytest.raises(ToolSearchUnsupportedError, match=text):
+        run_model_chain(ProviderToolSearchMiddleware(searchable_tools=["query_crm"]), request, handler=lambda r: "x")
 
 
 def test_an_unsupported_provider_raises_and_leaves_the_thread_usable(run: Runner) -> None:
@@ -207,12 +262,12 @@ def test_inside_a_fallback_each_model_gets_the_right_request(run: Runner) -> Non
     assert backup.bound[-1] == [get_weather, query_crm]
 
 
-def test_the_event_names_the_deferred_tools_and_typos(mode: str) -> None:
+def test_the_event_names_the_deferred_tools(mode: str) -> None:
     model = ChatAnthropicLike(responses=["ok"], cycle=True)
     agent = create_agent(
         model,
         [get_weather, query_crm],
-        middleware=[ProviderToolSearchMiddleware(searchable_tools=["query_crm", "query_cmr"])],
+        middleware=[ProviderToolSearchMiddleware(searchable_tools=["query_crm"])],
     )
     events = list(agent.stream(Q, stream_mode="custom")) if mode == "invoke" else None
     if events is None:
@@ -227,7 +282,6 @@ def test_the_event_names_the_deferred_tools_and_typos(mode: str) -> None:
             "middleware": "ProviderToolSearchMiddleware",
             "provider": "anthropic",
             "deferred": ["query_crm"],
-            "missing": ["query_cmr"],
         }
     ]
 
@@ -268,6 +322,7 @@ def test_configuration_is_frozen_and_replace_makes_a_working_copy(run: Runner) -
     mw = ProviderToolSearchMiddleware(searchable_tools=names)
     names.append("get_weather")
     assert mw.searchable_tools == ("query_crm",)
+    create_agent(ScriptedChatModel(["hi"]), [query_crm], middleware=[mw])  # adopted: read-only from now on
     with pytest.raises(FrozenMiddlewareError, match="cannot set 'searchable_tools'"):
         mw.searchable_tools = ("x",)
     changed = mw.replace(searchable_tools=["get_weather"])
@@ -284,8 +339,8 @@ def test_an_anthropic_tool_search_turn_in_history_keeps_the_loop_working(run: Ru
             {
                 "type": "server_tool_use",
                 "id": "srvtoolu_1",
-                "name": "tool_search_tool_regex",
-                "input": {"pattern": "crm|customer"},
+                "name": "tool_search_tool_bm25",
+                "input": {"query": "crm customer"},
             },
             {
                 "type": "tool_search_tool_result",

@@ -755,6 +755,7 @@ def test_the_middleware_waits_what_calculate_delay_says(run: Runner) -> None:
 @pytest.mark.parametrize("cls", [ModelRetryMiddleware, ToolRetryMiddleware])
 def test_configuration_is_frozen(cls: type) -> None:
     mw = cls(max_retries=1)
+    create_agent(ScriptedChatModel(["hi"]), middleware=[mw])  # adopted: read-only from now on
     with pytest.raises(FrozenMiddlewareError, match="cannot set 'max_retries'"):
         mw.max_retries = 5
     with pytest.raises(FrozenMiddlewareError):

@@ -95,6 +95,20 @@ def test_parallel_calls_each_get_an_error_and_todos_stay(run: Runner) -> None:
     assert kinds(list(model.calls[2].messages))[4:] == ["AIMessage", "ToolMessage", "ToolMessage", "ToolMessage"]
 
 
+def test_after_model_called_directly_refuses_like_langchain() -> None:
+    import asyncio
+
+    calls = [tool_call("write_todos", {"todos": []}, id=i) for i in ("w1", "w2")]
+    state: Any = {"messages": [HumanMessage("go"), AIMessage("", tool_calls=calls)]}
+    refusals = [ToolMessage(PARALLEL_WRITE_TODOS_ERROR, tool_call_id=i, status="error") for i in ("w1", "w2")]
+    expected = {"messages": refusals}
+    mw = TodoListMiddleware()
+    assert mw.after_model(state, None) == expected
+    assert asyncio.run(mw.aafter_model(state, None)) == expected
+    one: Any = {"messages": [HumanMessage("go"), AIMessage("", tool_calls=calls[:1])]}
+    assert mw.after_model(one, None) is None
+
+
 def test_invalid_status_becomes_an_error_message(run: Runner) -> None:
     bad = [{"content": "x", "status": "someday"}]
     model = ScriptedChatModel([AIMessage("", tool_calls=[tool_call("write_todos", {"todos": bad})]), "fixed"])
@@ -131,6 +145,7 @@ def test_the_prompt_keeps_the_system_messages_id_and_kwargs(run: Runner) -> None
 
 def test_configuration_is_frozen_and_replace_makes_a_working_copy(run: Runner) -> None:
     mw = TodoListMiddleware(system_prompt="Plan.")
+    create_agent(ScriptedChatModel(["hi"]), middleware=[mw])  # adopted: read-only from now on
     with pytest.raises(FrozenMiddlewareError, match="cannot set 'system_prompt'"):
         mw.system_prompt = "Other."
     with pytest.raises(FrozenMiddlewareError):
