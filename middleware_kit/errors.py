@@ -398,10 +398,13 @@ class AgentArgumentError(MiddlewareError, TypeError):
     def tool_node_given(cls, *, listed: bool = False) -> AgentArgumentError:
         if listed:
             return cls(
-                "create_agent(tools=...) does not take a ToolNode: pass the list of tools itself.", argument="tools"
+                "'ToolNode' object is not iterable: create_agent(tools=...) does not take a ToolNode: pass the list "
+                "of tools itself.",
+                argument="tools",
             )
         return cls(
-            "create_agent(tools=...) does not take a ToolNode: pass the list of tools itself "
+            "'ToolNode' object is not iterable: create_agent(tools=...) does not take a ToolNode: pass the list of "
+            "tools itself "
             "(create_agent builds its own tool node so middleware can wrap every call).",
             argument="tools",
         )

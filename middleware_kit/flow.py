@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar, cast
 
 from langchain_core.messages import AIMessage, ToolMessage
+from langgraph.prebuilt.tool_node import ToolCallRequest as _LangGraphToolCallRequest
 from langgraph.types import Command
 
 from middleware_kit.types import ExtendedModelResponse, ModelRequest, ModelResponse, ToolCallRequest
@@ -83,7 +84,7 @@ asleep: Callable[[float], Awaitable[object]] = asyncio.sleep
 """How ``Sleep`` waits under ``ainvoke`` (looked up at each sleep; patchable in tests)."""
 
 
-def drive(flow: Generator[Any, Any, R], handler: Callable[[Any], Any], request_type: type) -> R:
+def drive(flow: Generator[Any, Any, R], handler: Callable[[Any], Any], request_type: type | tuple[type, ...]) -> R:
     """Run ``flow`` under ``invoke`` with ``handler`` as the next layer: each yielded request is ``handler(request)``
     (its exception thrown back in at the ``yield``), each ``Sleep`` a :data:`sleep`. :func:`adrive` is its twin,
     written out by hand as httpx does (the engine drives flows inline in ``chain``; this pair serves direct calls
@@ -98,7 +99,7 @@ def drive(flow: Generator[Any, Any, R], handler: Callable[[Any], Any], request_t
                 value = handler(command)
             else:
                 flow.close()
-                raise TypeError(f"a flow yielded {command!r}: yield a {request_type.__name__} or a Sleep")
+                raise TypeError(f"a flow yielded {command!r}: yield a request or a Sleep")
         except BaseException as exc:
             try:
                 command = flow.throw(exc)
@@ -111,7 +112,9 @@ def drive(flow: Generator[Any, Any, R], handler: Callable[[Any], Any], request_t
             return cast(R, stop.value)
 
 
-async def adrive(flow: Generator[Any, Any, R], handler: Callable[[Any], Awaitable[Any]], request_type: type) -> R:
+async def adrive(
+    flow: Generator[Any, Any, R], handler: Callable[[Any], Awaitable[Any]], request_type: type | tuple[type, ...]
+) -> R:
     """:func:`drive` under ``ainvoke``: requests awaited, ``Sleep`` on :data:`asleep`."""
     __tracebackhide__ = True
     command = next(flow)
@@ -123,7 +126,7 @@ async def adrive(flow: Generator[Any, Any, R], handler: Callable[[Any], Awaitabl
                 value = await handler(command)
             else:
                 flow.close()
-                raise TypeError(f"a flow yielded {command!r}: yield a {request_type.__name__} or a Sleep")
+                raise TypeError(f"a flow yielded {command!r}: yield a request or a Sleep")
         except BaseException as exc:
             try:
                 command = flow.throw(exc)
@@ -175,6 +178,10 @@ class ModelCallFlowHooks:
         return await adrive(self.model_call_flow(request), handler, ModelRequest)
 
 
+_TOOL_REQUESTS = (ToolCallRequest, _LangGraphToolCallRequest)
+"""What a tool flow may yield when driven directly: ours, or LangGraph's request (which LangChain's tests pass in)."""
+
+
 class ToolCallFlowHooks:
     """:class:`ModelCallFlowHooks` for tool calls: ``wrap_tool_call``/``awrap_tool_call`` drive
     ``tool_call_flow(request)``."""
@@ -188,10 +195,10 @@ class ToolCallFlowHooks:
 
         def wrap_tool_call(self, request, handler):
             """Around each tool call: :meth:`tool_call_flow` with ``handler`` as the next layer."""
-            return drive(self.tool_call_flow(request), handler, ToolCallRequest)
+            return drive(self.tool_call_flow(request), handler, _TOOL_REQUESTS)
 
     async def awrap_tool_call(
         self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]]
     ) -> ToolMessage | Command[Any]:
         """Async twin of :meth:`wrap_tool_call` (the same flow)."""
-        return await adrive(self.tool_call_flow(request), handler, ToolCallRequest)
+        return await adrive(self.tool_call_flow(request), handler, _TOOL_REQUESTS)

@@ -59,6 +59,7 @@ ALIASES: dict[str, str] = {
     "langchain.agents.middleware.prompt_caching": "middleware_kit.middlewares.prompt_caching",
     "langchain.agents.middleware.guardrails": "middleware_kit.middlewares.guardrails",
     "langchain.agents.middleware.moderation": "middleware_kit.middlewares.moderation",
+    "langchain.agents.middleware.internal_call_transformer": "middleware_kit.internal_calls",
     "langchain.chat_models": "middleware_kit.models",
     # not middleware: LangChain re-exports these from langchain-core and LangGraph
     "langchain.messages": "langchain_core.messages",

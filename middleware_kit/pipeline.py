@@ -141,12 +141,22 @@ def _chain_layers(
     return (*requests, *wraps), (*tool_pairs, *tool_wraps)
 
 
+def _adopt(mws: Sequence[AgentMiddleware[Any, Any]]) -> None:
+    """The pipeline is valid: its bundled middlewares' configuration becomes read-only (DESIGN §8.5)."""
+    from middleware_kit.middlewares._frozen import FrozenConfig  # not at import time: bundled middlewares import us
+
+    for mw in mws:
+        if isinstance(mw, FrozenConfig):
+            mw._adopt()
+
+
 def build_pipeline(
     middleware: Sequence[object], *, client_tools: Sequence[BaseTool], validate_jumps: bool = True
 ) -> Pipeline:
     """Validate and compile ``middleware`` (first = outermost) into a :class:`Pipeline`.
 
-    ``validate_jumps=False`` (the testing harness) skips the checks that need the whole agent.
+    ``validate_jumps=False`` (the testing harness) skips the checks that need the whole agent. Once valid, the
+    bundled middlewares in it are adopted: their configuration is read-only from then on.
     """
     if isinstance(middleware, AgentMiddleware) or not isinstance(middleware, Sequence):
         raise MiddlewareConfigError.middleware_not_a_list(middleware)
@@ -175,6 +185,7 @@ def build_pipeline(
         check_hook(owner, "guard_messages", guard, None)
     for owner, guard in guards.resume_guards:
         check_hook(owner, "guard_resume", guard, None)
+    _adopt(mws)
     return Pipeline(
         guards=guards,
         middleware=mws,

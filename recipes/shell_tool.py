@@ -70,9 +70,9 @@ def main() -> None:
 
     assert answers[0].content == "out.o"
     assert answers[1].content == "token is [REDACTED_API_KEY]"
-    assert answers[2].status == "error" and "Output truncated: kept the first 20 lines" in answers[2].content
+    assert answers[2].status == "error" and "Output truncated at 20 lines" in answers[2].content
     assert len(answers[2].content) < 2000
-    assert answers[3].status == "error" and "timed out after 2s" in answers[3].content
+    assert answers[3].status == "error" and "timed out after 2.0 seconds" in answers[3].content
     assert answers[4].content == str(workspace)  # a fresh session after the timeout: back in the workspace
     sleeper = int(pidfile.read_text())
     deadline = time.monotonic() + 5

@@ -126,12 +126,16 @@ from middleware_kit.middlewares.retry import (
 from middleware_kit.middlewares.shell_tool import (
     BaseExecutionPolicy,
     CodexSandboxExecutionPolicy,
+    CommandExecutionResult,
     DockerExecutionPolicy,
     HostExecutionPolicy,
     RedactionRule,
+    ShellEnvironmentError,
+    ShellSession,
     ShellSessionError,
     ShellToolMiddleware,
     ShellToolState,
+    UnsupportedPolicyOptionError,
 )
 from middleware_kit.middlewares.summarization import ContextSize, SummarizationMiddleware, TriggerClause, is_summary
 from middleware_kit.middlewares.todo_list import (

@@ -1,4 +1,4 @@
-"""Configuration is a value: bundled middlewares are frozen once constructed (DESIGN §8.5).
+"""Configuration is a value: a bundled middleware is read-only once an agent adopts it (DESIGN §8.5).
 
 One agent's middleware instance is shared by every concurrent run, so changing a setting after ``create_agent`` would
 change runs already in flight. :class:`FrozenConfig` makes that impossible and gives the supported way instead:
@@ -7,9 +7,15 @@ change runs already in flight. :class:`FrozenConfig` makes that impossible and g
 - The constructor's arguments are recorded (``replace`` re-runs the constructor with them, so validation runs again)
   and its container arguments (lists, dicts, sets, nested) are copied before the constructor sees them, so the
   caller mutating a list afterwards changes nothing.
-- After the outermost ``__init__`` returns, assigning or deleting an attribute raises :class:`FrozenMiddlewareError`,
-  except ``name`` (the instance's identity in an agent, not configuration); ``replace(name=...)`` works too.
-  Internal caches that are not configuration (bounded memos) use ``object.__setattr__`` in ``__init__``.
+- Until an agent adopts the instance (``create_agent``, through :func:`middleware_kit.pipeline.build_pipeline`),
+  attributes may be set, as in LangChain (``summarization.token_counter = my_counter``). Setting one that is a
+  constructor parameter (``x`` or ``_x`` for the parameter ``x``) runs the constructor again with the new value, so
+  it is validated exactly as a constructor argument (the same :class:`~middleware_kit.errors.MiddlewareConfigError`)
+  and what the constructor derives from it is derived again; ``replace`` keeps the change. Other attributes are set
+  as they are.
+- Once adopted, assigning or deleting an attribute raises :class:`FrozenMiddlewareError`, except ``name`` (the
+  instance's identity in an agent, not configuration); ``replace(name=...)`` works too. Internal caches that are not
+  configuration (bounded memos) use ``object.__setattr__``.
 """
 
 from __future__ import annotations
@@ -27,14 +33,15 @@ _Self = TypeVar("_Self", bound="FrozenConfig")
 
 
 class FrozenMiddlewareError(MiddlewareConfigError, AttributeError):
-    """A bundled middleware's configuration was changed after construction."""
+    """A bundled middleware's configuration was changed after an agent adopted it."""
 
     @classmethod
     def for_assignment(cls, middleware: str, attribute: str) -> FrozenMiddlewareError:
         return cls(
-            f"{middleware} is frozen after construction: cannot set {attribute!r}. One instance is shared by every "
-            f"run of the agents it was built into. Fix: make a changed copy with "
-            f"`mw.replace({attribute.lstrip('_')}=...)` (any constructor argument) and build a new agent with it.",
+            f"{middleware} is read-only since an agent adopted it (create_agent): cannot set {attribute!r}. One "
+            f"instance is shared by every run of the agents built with it. Fix: make a changed copy with "
+            f"`mw.replace({attribute.lstrip('_')}=...)` (any constructor argument) and build a new agent with it "
+            f"(attributes can be set only before an agent is built).",
             middleware=middleware,
             hook=attribute,
         )
@@ -114,14 +121,43 @@ class FrozenConfig:
     def __setattr__(self, name: str, value: Any) -> None:
         # ``name`` is the instance's identity in an agent (node and event names), not configuration: setting it is how
         # two instances of one class are told apart (the engine's duplicate-name error says so).
-        if "_frozen_init_args" in self.__dict__ and name != "name":
+        if name == "name" or "_frozen_init_args" not in self.__dict__:  # identity, or inside the constructor
+            object.__setattr__(self, name, value)
+        elif self.__dict__.get("_frozen_adopted", False):
             raise FrozenMiddlewareError.for_assignment(_name_of(self), name)
-        object.__setattr__(self, name, value)
+        else:
+            self._reconfigure(name, value)
 
     def __delattr__(self, name: str) -> None:
-        if "_frozen_init_args" in self.__dict__:
+        if self.__dict__.get("_frozen_adopted", False):
             raise FrozenMiddlewareError.for_assignment(_name_of(self), name)
         object.__delattr__(self, name)
+
+    def _adopt(self) -> None:
+        """Make the configuration read-only: an agent was built with this instance (called by ``build_pipeline``)."""
+        object.__setattr__(self, "_frozen_adopted", True)
+
+    def _reconfigure(self, attribute: str, value: Any) -> None:
+        """Before adoption: set ``attribute``; a constructor parameter's new value goes through the constructor."""
+        signature, arguments = self.__dict__["_frozen_recorded"]
+        parameter = _parameter_for(attribute, _parameter_names(signature))
+        if parameter is None:
+            object.__setattr__(self, attribute, value)
+            direct = self.__dict__.get("_frozen_direct", frozenset())
+            object.__setattr__(self, "_frozen_direct", direct | {attribute})
+            return
+        merged = {**arguments, parameter: value}
+        args, kwargs = _rebind(signature, None, merged)
+        fresh = type(self)(*args, **kwargs)  # validates exactly as the constructor does, or raises its error
+        keep = self.__dict__.get("_frozen_direct", frozenset()) | _BOOKKEEPING
+        for key, derived in fresh.__dict__.items():
+            if key not in keep:
+                object.__setattr__(self, key, derived)
+        if attribute not in fresh.__dict__:
+            object.__setattr__(self, attribute, value)
+        recorded = fresh.__dict__["_frozen_recorded"]
+        object.__setattr__(self, "_frozen_recorded", (signature, recorded[1]))
+        object.__setattr__(self, "_frozen_init_args", recorded[1])
 
     def replace(self: _Self, **changes: Any) -> _Self:
         """A new instance with the same constructor arguments except ``changes`` (validated again by the
@@ -150,6 +186,21 @@ class FrozenConfig:
         if explicit is not None:
             copy.name = explicit
         return copy
+
+
+_BOOKKEEPING = frozenset(
+    {"_frozen_recorded", "_frozen_init_args", "_frozen_initializing", "_frozen_adopted", "_frozen_direct",
+     "_middleware_name"}
+)
+"""Instance attributes that are not configuration: never copied from the instance a reconfiguration builds."""
+
+
+def _parameter_for(attribute: str, parameters: set[str]) -> str | None:
+    """The constructor parameter an attribute holds (``x`` or ``_x`` for the parameter ``x``), if any."""
+    if attribute in parameters:
+        return attribute
+    bare = attribute.lstrip("_")
+    return bare if attribute.startswith("_") and bare in parameters else None
 
 
 def _parameter_names(signature: inspect.Signature) -> set[str]:

@@ -5,7 +5,8 @@ resolved through :func:`middleware_kit.models.resolve_model` when that module is
 through provider packages); without it the string is rejected with an error saying to pass an instance.
 
 The calls these middlewares make are tagged ``nostream`` (LangGraph keeps them out of ``stream_mode="messages"``) and
-with ``middleware_kit:<purpose>``, and named ``"{middleware}.{purpose}"`` in traces.
+with ``middleware_kit:<purpose>``, carry LangChain's ``lc_source`` metadata and the internal-call marker (kept out of
+``stream_events(version="v3")``), and are named ``"{middleware}.{purpose}"`` in traces.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from langchain_core.tools import BaseTool
 from langgraph.constants import TAG_NOSTREAM
 
 from middleware_kit.errors import MiddlewareConfigError
+from middleware_kit.internal_calls import internal_call_metadata
 
 __all__ = ["internal_call_config", "resolve_chat_model", "tool_names"]
 
@@ -81,9 +83,26 @@ def resolve_chat_model(value: object, *, middleware: str, parameter: str) -> Bas
     )
 
 
-def internal_call_config(middleware: str, purpose: str) -> RunnableConfig:
-    """Config of a model call a middleware makes for itself: never streamed to the user, named in traces."""
-    return {"tags": [TAG_NOSTREAM, f"middleware_kit:{purpose}"], "run_name": f"{middleware}.{purpose}"}
+_LC_SOURCES: dict[str, str] = {
+    "emulate": "tool_emulation",
+    "select_tools": "tool_selection",
+    "summarize": "summarization",
+}
+"""LangChain's ``lc_source`` for the purposes whose LangChain middleware has one; other purposes are their own."""
+
+
+def internal_call_config(middleware: str, purpose: str, *, source: str | None = None) -> RunnableConfig:
+    """Config of a model call a middleware makes for itself: never streamed to the user, named in traces.
+
+    Its metadata carries LangChain's ``lc_source`` (``source``, else LangChain's name for ``purpose``: ``"emulate"``
+    is ``"tool_emulation"``, ``"select_tools"`` ``"tool_selection"``, ``"summarize"`` ``"summarization"``; else
+    ``purpose``) and the internal-call marker of :func:`middleware_kit.internal_calls.internal_call_metadata`, which
+    keeps the call out of ``stream_events(version="v3")``'s ``run.messages``."""
+    return {
+        "tags": [TAG_NOSTREAM, f"middleware_kit:{purpose}"],
+        "run_name": f"{middleware}.{purpose}",
+        "metadata": {"lc_source": source or _LC_SOURCES.get(purpose, purpose), **internal_call_metadata()},
+    }
 
 
 def tool_names(items: Iterable[object], *, middleware: str, parameter: str) -> tuple[str, ...]:

@@ -64,6 +64,12 @@ class FileSearchError(Exception):
     """
 
 
+class _PathRefused(FileSearchError):
+    """A ``path`` argument names nothing searchable inside the root (outside it, through a directory symlink, or
+    missing). The tools answer as LangChain does, with an empty result (``No files found`` / ``No matches found``),
+    so nothing about the host is confirmed; the reason goes to the ``file_search`` event (``refused``)."""
+
+
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0) | _CLOEXEC
 """Open one directory component: never through a symlink (a symlink swapped in after a check fails here)."""
@@ -121,24 +127,24 @@ class _Root:
         """What a ``path`` argument names, or :class:`FileSearchError`."""
         text = (path or "/").replace("\\", "/")
         if "\x00" in text:
-            raise FileSearchError(f"Error: path {path!r} contains a NUL character; pass a plain path.")
+            raise _PathRefused(f"Error: path {path!r} contains a NUL character; pass a plain path.")
         parts = tuple(p for p in text.split("/") if p not in ("", "."))
         if ".." in parts:
-            raise FileSearchError(f"Error: path {path!r} is outside the search root ('..' is not allowed).")
+            raise _PathRefused(f"Error: path {path!r} is outside the search root ('..' is not allowed).")
         if not parts:
             return _Start((), True)
         try:
             parent = self._open_dirs(parts[:-1])
         except FileNotFoundError:
-            raise FileSearchError(f"Error: path {path!r} does not exist.") from None
+            raise _PathRefused(f"Error: path {path!r} does not exist.") from None
         except OSError:  # ELOOP / ENOTDIR: a component is a symlink (or a file)
-            raise FileSearchError(
+            raise _PathRefused(
                 f"Error: path {path!r} goes through a directory symlink or a file; symlinks are not followed."
             ) from None
         try:
             mode = os.stat(parts[-1], dir_fd=parent, follow_symlinks=False).st_mode
         except OSError:
-            raise FileSearchError(f"Error: path {path!r} does not exist.") from None
+            raise _PathRefused(f"Error: path {path!r} does not exist.") from None
         finally:
             os.close(parent)
         if stat.S_ISDIR(mode):
@@ -147,13 +153,13 @@ class _Root:
             try:
                 real = os.path.realpath(self.real.joinpath(*parts))
             except OSError:  # the link changed or vanished while it was being resolved (a concurrent rename)
-                raise FileSearchError(f"Error: path {path!r} changed during the search; try again.") from None
+                raise _PathRefused(f"Error: path {path!r} changed during the search; try again.") from None
             if os.path.isdir(real):
-                raise FileSearchError(f"Error: path {path!r} is a directory symlink; symlinks are not followed.")
+                raise _PathRefused(f"Error: path {path!r} is a directory symlink; symlinks are not followed.")
             if not self.contains(real):
-                raise FileSearchError(f"Error: path {path!r} resolves outside the search root.")
+                raise _PathRefused(f"Error: path {path!r} resolves outside the search root.")
             if not os.path.exists(real):
-                raise FileSearchError(f"Error: path {path!r} does not exist.")
+                raise _PathRefused(f"Error: path {path!r} does not exist.")
         return _Start(parts, False)
 
     def _open_dirs(self, parts: tuple[str, ...]) -> int:
@@ -339,6 +345,19 @@ def _glob_regex(pattern: str) -> str:
     return out
 
 
+def _include_is_valid(include: str) -> bool:
+    """LangChain's rules for ``include``: not empty, one line, no NUL, braces balanced and never empty (``{}``)."""
+    if not include or any(ch in include for ch in "\x00\n\r") or "{}" in include:
+        return False
+    depth = 0
+    for ch in include:
+        depth += ch == "{"
+        depth -= ch == "}"
+        if depth < 0:
+            return False
+    return depth == 0
+
+
 def _compile_glob(pattern: str) -> regex.Pattern[str]:
     text = pattern.strip().replace("\\", "/").lstrip("/")
     alternatives = [_glob_regex(p) for p in _expand_braces(text)]
@@ -390,10 +409,15 @@ class FilesystemFileSearchMiddleware(FrozenConfig, AgentMiddleware):
         self.max_file_size_bytes = int(max_file_size_mb * 1024 * 1024)
         self.max_results = max_results
         self.search_timeout = float(search_timeout)
-        self.tools: tuple[BaseTool, ...] = (
-            StructuredTool.from_function(func=self._glob_tool(), name="glob_search", description=GLOB_DESCRIPTION),
-            StructuredTool.from_function(func=self._grep_tool(), name="grep_search", description=GREP_DESCRIPTION),
+        self.glob_search: StructuredTool = StructuredTool.from_function(
+            func=self._glob_tool(), name="glob_search", description=GLOB_DESCRIPTION
         )
+        """The ``glob_search`` tool (LangChain's attribute; ``glob_search.func(pattern=...)`` calls it directly)."""
+        self.grep_search: StructuredTool = StructuredTool.from_function(
+            func=self._grep_tool(), name="grep_search", description=GREP_DESCRIPTION
+        )
+        """The ``grep_search`` tool (LangChain's attribute)."""
+        self.tools: tuple[BaseTool, ...] = (self.glob_search, self.grep_search)
 
     # -- the tools (closures over this frozen configuration; no per-run data) ---------------------------------
     def _glob_tool(self) -> Any:
@@ -434,6 +458,9 @@ class FilesystemFileSearchMiddleware(FrozenConfig, AgentMiddleware):
                         found.append((os.fstat(fd).st_mtime, _show(parts)))
                     finally:
                         os.close(fd)
+        except _PathRefused as exc:
+            self._emit("glob_search", refused=str(exc))
+            return "No files found"
         except FileSearchError as exc:
             self._emit("glob_search", refused=str(exc))
             return str(exc)
@@ -456,17 +483,21 @@ class FilesystemFileSearchMiddleware(FrozenConfig, AgentMiddleware):
         if output_mode not in ("files_with_matches", "content", "count"):
             return f"Error: output_mode must be 'files_with_matches', 'content' or 'count', got {output_mode!r}."
         try:
+            compiled = regex.compile(pattern)
+        except regex.error as exc:
+            return f"Invalid regex pattern: {exc}"
+        try:
+            if include is not None and not _include_is_valid(include):
+                raise regex.error("unbalanced braces")
+            name_filter = _compile_glob(include) if include else None
+        except regex.error:
+            return "Invalid include pattern"
+        try:
             with _Root(self.root_path) as root:
-                start = root.start(path)
-                try:
-                    compiled = regex.compile(pattern)
-                except regex.error as exc:
-                    raise FileSearchError(f"Error: invalid regex pattern {pattern!r}: {exc}.") from None
-                try:
-                    name_filter = _compile_glob(include) if include else None
-                except regex.error as exc:
-                    raise FileSearchError(f"Error: invalid include glob {include!r}: {exc}.") from None
-                results, total = self._search(root, start, compiled, name_filter, output_mode)
+                results, total = self._search(root, root.start(path), compiled, name_filter, output_mode)
+        except _PathRefused as exc:
+            self._emit("grep_search", refused=str(exc))
+            return "No matches found"
         except FileSearchError as exc:
             self._emit("grep_search", refused=str(exc))
             return str(exc)

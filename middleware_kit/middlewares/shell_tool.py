@@ -17,13 +17,13 @@ Guarantees (each has a test that tries to break it):
   closes the session (the worker thread running the command cannot be interrupted otherwise).
 - **Output is bounded.** At most ``max_output_lines`` lines and ``max_output_bytes`` bytes are kept (a hard ceiling of
   1 MiB applies when ``max_output_bytes`` is None); the rest is drained and counted, never stored, so ``yes`` cannot
-  exhaust memory.
+  exhaust memory. Standard error is kept too, each line prefixed ``[stderr] ``.
 - **Redaction** (:class:`RedactionRule`) runs on the output before the model sees it (with a margin past the
   truncation point, so a secret cut in half at the limit is still found).
-- **Sessions belong to a run.** A session is created lazily at the first command of a run, found through a private
-  state key holding its id, and closed (shutdown commands, then the process group is killed, then a temporary
-  workspace is removed) when the run ends. The middleware instance holds configuration only; concurrent runs and
-  threads never share a shell.
+- **Sessions belong to a run.** ``before_agent`` starts the run's session (and its startup commands); a private
+  state key holds its id, so the session survives human-approval pauses; ``after_agent`` runs the shutdown commands,
+  kills the process group and removes a temporary workspace. The middleware instance holds configuration only;
+  concurrent runs and threads never share a shell.
 """
 
 from __future__ import annotations
@@ -32,19 +32,12 @@ import asyncio
 import atexit
 import contextlib
 import hashlib
-import json
+import logging
 import os
 import re
-import resource
-import selectors
-import shutil
-import signal
-import subprocess
-import sys
 import tempfile
 import threading
-import time
-import uuid
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,6 +46,7 @@ from typing import Annotated, Any, Literal, NotRequired
 
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool, StructuredTool
+from langchain_core.tools.base import ToolException
 from langgraph.prebuilt import ToolRuntime
 from langgraph.runtime import Runtime
 
@@ -60,43 +54,55 @@ from middleware_kit.errors import MiddlewareConfigError, MiddlewareError
 from middleware_kit.middleware import AgentMiddleware
 from middleware_kit.middlewares._frozen import FrozenConfig
 from middleware_kit.middlewares._pii_detectors import BUILTIN_DETECTORS
+from middleware_kit.middlewares._shell_policies import (
+    SESSION_ENV_VAR,
+    SHELL_TEMP_PREFIX,
+    BaseExecutionPolicy,
+    CodexSandboxExecutionPolicy,
+    DockerExecutionPolicy,
+    HostExecutionPolicy,
+    UnsupportedPolicyOptionError,
+)
+from middleware_kit.middlewares._shell_session import REDACTION_SLACK, CommandExecutionResult, ShellSession
 from middleware_kit.middlewares._stream import emit
 from middleware_kit.types import AgentState, PrivateStateAttr
 
 __all__ = [
     "DEFAULT_TOOL_DESCRIPTION",
     "SESSION_ENV_VAR",
+    "SHELL_TEMP_PREFIX",
     "SHELL_TOOL_NAME",
     "BaseExecutionPolicy",
     "CodexSandboxExecutionPolicy",
+    "CommandExecutionResult",
     "DockerExecutionPolicy",
     "HostExecutionPolicy",
     "RedactionRule",
+    "ShellEnvironmentError",
+    "ShellSession",
     "ShellSessionError",
     "ShellToolMiddleware",
     "ShellToolState",
+    "UnsupportedPolicyOptionError",
     "open_shell_sessions",
 ]
 
+LOGGER = logging.getLogger(__name__)
 SHELL_TOOL_NAME = "shell"
 DEFAULT_TOOL_DESCRIPTION = (
     "Run a command in a persistent shell session (a real shell: commands have real effects). The working directory, "
     "variables and functions persist between calls. Chain steps with '&&' or ';'. Output is truncated when large, "
-    "and a command that runs past the time limit is killed (the session then restarts). Pass restart=true to start "
-    "a fresh session."
+    "and a command that runs past the time limit is killed (the session then restarts). Pass restart=true (without "
+    "a command) to start a fresh session."
 )
-_HARD_OUTPUT_CAP = 1024 * 1024
-"""Bytes kept per command when ``max_output_bytes`` is None."""
-_REDACTION_SLACK = 1024
-"""Bytes captured past the limit so that redaction sees a secret cut by the truncation."""
-_READ_CHUNK = 65536
-SESSION_ENV_VAR = "MK_SHELL_SESSION"
-"""Set in every shell's environment to its session id: processes that left the process group (``setsid``,
-``nohup``, double forks) still carry it, and are found by it and killed when the session ends (Linux ``/proc``)."""
 
 
 class ShellSessionError(MiddlewareError, RuntimeError):
     """The shell session could not start (its process failed to launch, or a startup command failed)."""
+
+
+class ShellEnvironmentError(MiddlewareConfigError, TypeError):
+    """``env`` holds a variable name that is not a string (a ``TypeError``, as in LangChain)."""
 
 
 # -- redaction -----------------------------------------------------------------------------------------------------
@@ -182,527 +188,38 @@ class RedactionRule:
         return f"[REDACTED_{self.pii_type.upper()}]"
 
 
-# -- execution policies --------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class BaseExecutionPolicy:
-    """How the shell process is launched and bounded. Subclasses decide the command line.
-
-    Args:
-        command_timeout: Seconds a command may run before it is killed with its process group.
-        startup_timeout: Seconds each startup (and shutdown) command may run.
-        termination_timeout: Seconds to wait for the shell to exit after its input is closed, before killing it.
-        max_output_lines: Lines of output kept per command.
-        max_output_bytes: Bytes of output kept per command (None: a hard ceiling of 1 MiB).
-    """
-
-    command_timeout: float = 30.0
-    startup_timeout: float = 30.0
-    termination_timeout: float = 10.0
-    max_output_lines: int = 100
-    max_output_bytes: int | None = None
-
-    def __post_init__(self) -> None:
-        owner = type(self).__name__
-        for name in ("command_timeout", "startup_timeout", "termination_timeout"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-                raise MiddlewareConfigError(
-                    f"{owner}: {name} must be a positive number of seconds, got {value!r}.", middleware=owner, hook=name
-                )
-        if isinstance(self.max_output_lines, bool) or not isinstance(self.max_output_lines, int) or (
-            self.max_output_lines < 1
-        ):
-            raise MiddlewareConfigError(
-                f"{owner}: max_output_lines must be a positive int, got {self.max_output_lines!r}.",
-                middleware=owner,
-                hook="max_output_lines",
-            )
-        if self.max_output_bytes is not None and (
-            isinstance(self.max_output_bytes, bool)
-            or not isinstance(self.max_output_bytes, int)
-            or self.max_output_bytes < 1
-        ):
-            raise MiddlewareConfigError(
-                f"{owner}: max_output_bytes must be None or a positive int, got {self.max_output_bytes!r}.",
-                middleware=owner,
-                hook="max_output_bytes",
-            )
-
-    default_shell: Sequence[str] = field(default=("/bin/bash",), init=False, repr=False, compare=False)
-
-    @property
-    def output_byte_limit(self) -> int:
-        return self.max_output_bytes if self.max_output_bytes is not None else _HARD_OUTPUT_CAP
-
-    def command(self, workspace: Path, shell: Sequence[str], *, session_name: str, ephemeral: bool) -> list[str]:
-        """The argv that starts the shell (unit-testable: nothing is run)."""
-        raise NotImplementedError
-
-    def spawn(
-        self, workspace: Path, shell: Sequence[str], env: Mapping[str, str], *, session_name: str, ephemeral: bool
-    ) -> subprocess.Popen[bytes]:
-        argv = self.command(workspace, shell, session_name=session_name, ephemeral=ephemeral)
-        limits = self._rlimits()
-        use_prlimit = bool(limits) and hasattr(resource, "prlimit")
-        process = subprocess.Popen(
-            argv,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            cwd=str(workspace),
-            env=dict(env),
-            start_new_session=self.own_process_group,
-            preexec_fn=None if use_prlimit or not limits else _set_limits(limits),
-        )
-        if use_prlimit:
-            # Applied before the first command is written (the shell only waits for input until then), and
-            # inherited by everything it starts. prlimit avoids preexec_fn, which is unsafe in threaded programs.
-            try:
-                for which, value in limits:
-                    resource.prlimit(process.pid, which, (value, value))
-            except OSError:
-                _kill_group(process, self.own_process_group)
-                raise
-        return process
-
-    @property
-    def own_process_group(self) -> bool:
-        return True
-
-    def _rlimits(self) -> list[tuple[int, int]]:
-        """``(resource.RLIMIT_*, value)`` pairs applied to the shell (and inherited by its children)."""
-        return []
-
-    def terminate(self, process: subprocess.Popen[bytes], *, session_name: str) -> None:
-        """Kill the shell and everything it started."""
-        _kill_group(process, self.own_process_group)
+# -- the sessions of runs ------------------------------------------------------------------------------------------
+def _cleanup(session: ShellSession, tempdir: tempfile.TemporaryDirectory[str] | None, timeout: float) -> None:
+    key = getattr(session, "id", None)
+    with _SESSIONS_LOCK:
+        if key is not None and key in _SESSIONS and _SESSIONS[key].session is session:
+            del _SESSIONS[key]
+    with contextlib.suppress(Exception):
+        session.stop(timeout)
+    if tempdir is not None:
+        with contextlib.suppress(Exception):
+            tempdir.cleanup()
 
 
-def _kill_group(process: subprocess.Popen[bytes], group: bool) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        if group:
-            os.killpg(process.pid, signal.SIGKILL)
-        else:
-            process.kill()
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        process.wait(timeout=5)
+@dataclass(eq=False)
+class _SessionResources:
+    """One run's shell: the session, its temporary workspace (None for ``workspace_root``) and the policy. Calling
+    (or garbage-collecting) :attr:`finalizer` stops the session, kills its processes and removes the workspace."""
 
-
-@dataclass(frozen=True)
-class HostExecutionPolicy(BaseExecutionPolicy):
-    """Run the shell on this host, in its own process group, with optional resource limits. Full host access: use it
-    only where the agent already runs in a sandbox (container, VM).
-
-    Args:
-        cpu_time_seconds: ``RLIMIT_CPU`` of the shell and its children (None: unlimited).
-        memory_bytes: ``RLIMIT_AS`` of the shell and its children (None: unlimited).
-        create_process_group: True (default) starts the shell in a new process group that timeouts kill as a whole.
-            False leaves it in the agent's group: a timeout then kills the shell only, and its children survive.
-    """
-
-    cpu_time_seconds: int | None = None
-    memory_bytes: int | None = None
-    create_process_group: bool = True
+    session: ShellSession
+    tempdir: tempfile.TemporaryDirectory[str] | None
+    policy: BaseExecutionPolicy
+    finalizer: weakref.finalize[Any, Any] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        super().__post_init__()
-        for name in ("cpu_time_seconds", "memory_bytes"):
-            value = getattr(self, name)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-                raise MiddlewareConfigError(
-                    f"HostExecutionPolicy: {name} must be None or a positive int, got {value!r}.",
-                    middleware="HostExecutionPolicy",
-                    hook=name,
-                )
-
-    @property
-    def own_process_group(self) -> bool:
-        return self.create_process_group
-
-    def command(self, workspace: Path, shell: Sequence[str], *, session_name: str, ephemeral: bool) -> list[str]:
-        return list(shell)
-
-    def _rlimits(self) -> list[tuple[int, int]]:
-        limits = []
-        if self.cpu_time_seconds is not None:
-            limits.append((resource.RLIMIT_CPU, self.cpu_time_seconds))
-        if self.memory_bytes is not None:
-            limits.append((resource.RLIMIT_AS, self.memory_bytes))
-        return limits
-
-
-def _set_limits(limits: list[tuple[int, int]]) -> Callable[[], None]:
-    def apply() -> None:  # runs in the child between fork and exec (platforms without prlimit)
-        for which, value in limits:
-            resource.setrlimit(which, (value, value))
-
-    return apply
-
-
-@dataclass(frozen=True)
-class DockerExecutionPolicy(BaseExecutionPolicy):
-    """Run the shell in a fresh Docker container per session (no network unless ``network_enabled``).
-
-    The workspace is bind-mounted only when it is a directory you gave (``workspace_root``); a temporary workspace is
-    not mounted. A timeout kills the container (``docker kill``) as well as the client process.
-    """
-
-    binary: str = "docker"
-    image: str = "python:3.12-alpine3.19"
-    remove_container_on_exit: bool = True
-    network_enabled: bool = False
-    extra_run_args: Sequence[str] | None = None
-    memory_bytes: int | None = None
-    cpu_time_seconds: int | None = None
-    cpus: str | None = None
-    read_only_rootfs: bool = False
-    user: str | None = None
-    default_shell: Sequence[str] = field(default=("/bin/sh",), init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if not self.binary or not self.image:
-            raise MiddlewareConfigError(
-                "DockerExecutionPolicy: binary and image must be non-empty strings.",
-                middleware="DockerExecutionPolicy",
-                hook="image" if self.binary else "binary",
-            )
-        if self.extra_run_args is not None:
-            object.__setattr__(self, "extra_run_args", tuple(str(a) for a in self.extra_run_args))
-
-    def command(self, workspace: Path, shell: Sequence[str], *, session_name: str, ephemeral: bool) -> list[str]:
-        argv = [self.binary, "run", "-i", "--name", session_name]
-        if self.remove_container_on_exit:
-            argv.append("--rm")
-        if not self.network_enabled:
-            argv += ["--network", "none"]
-        if self.memory_bytes is not None:
-            argv += ["--memory", str(self.memory_bytes)]
-        if self.cpu_time_seconds is not None:
-            argv += ["--ulimit", f"cpu={self.cpu_time_seconds}"]
-        if self.cpus is not None:
-            argv += ["--cpus", str(self.cpus)]
-        if self.read_only_rootfs:
-            argv.append("--read-only")
-        if self.user is not None:
-            argv += ["--user", self.user]
-        if not ephemeral:
-            argv += ["-v", f"{workspace}:{workspace}", "-w", str(workspace)]
-        argv += list(self.extra_run_args or ())
-        argv.append(self.image)
-        argv += list(shell)
-        return argv
-
-    def terminate(self, process: subprocess.Popen[bytes], *, session_name: str) -> None:
-        with contextlib.suppress(OSError, subprocess.SubprocessError):
-            subprocess.run(
-                [self.binary, "kill", session_name], capture_output=True, timeout=self.termination_timeout, check=False
-            )
-        super().terminate(process, session_name=session_name)
-
-
-@dataclass(frozen=True)
-class CodexSandboxExecutionPolicy(BaseExecutionPolicy):
-    """Run the shell under the Codex CLI sandbox (``codex sandbox <platform> -- <shell>``).
-
-    Args:
-        binary: The Codex CLI executable.
-        platform: ``"auto"`` (from ``sys.platform``), ``"linux"`` or ``"macos"``.
-        config_overrides: ``-c key=value`` options passed to the sandbox (values JSON-encoded).
-    """
-
-    binary: str = "codex"
-    platform: Literal["auto", "linux", "macos"] = "auto"
-    config_overrides: Mapping[str, Any] | None = None
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.platform not in ("auto", "linux", "macos"):
-            raise MiddlewareConfigError(
-                f"CodexSandboxExecutionPolicy: platform must be 'auto', 'linux' or 'macos', got {self.platform!r}.",
-                middleware="CodexSandboxExecutionPolicy",
-                hook="platform",
-            )
-        if self.config_overrides is not None:
-            object.__setattr__(self, "config_overrides", MappingProxyType(dict(self.config_overrides)))
-
-    def resolved_platform(self) -> str:
-        if self.platform != "auto":
-            return self.platform
-        return "macos" if sys.platform == "darwin" else "linux"
-
-    def command(self, workspace: Path, shell: Sequence[str], *, session_name: str, ephemeral: bool) -> list[str]:
-        argv = [self.binary, "sandbox", self.resolved_platform()]
-        for key, value in sorted((self.config_overrides or {}).items()):
-            argv += ["-c", f"{key}={json.dumps(value)}"]
-        return [*argv, "--", *shell]
-
-
-# -- the session ---------------------------------------------------------------------------------------------------
-@dataclass
-class _Capture:
-    max_lines: int
-    max_bytes: int
-    chunks: list[bytes] = field(default_factory=list)
-    lines: int = 0
-    size: int = 0
-    dropped_lines: int = 0
-    dropped_bytes: int = 0
-
-    @property
-    def full(self) -> bool:
-        return self.lines >= self.max_lines or self.size >= self.max_bytes
-
-    def feed(self, data: bytes) -> None:
-        if self.full:
-            self.dropped_bytes += len(data)
-            self.dropped_lines += data.count(b"\n")
-            return
-        room = self.max_bytes - self.size
-        kept = data[:room]
-        self.chunks.append(kept)
-        self.size += len(kept)
-        self.lines += 1 if data.endswith(b"\n") else 0
-        if len(kept) < len(data):
-            self.dropped_bytes += len(data) - len(kept)
-            self.dropped_lines += data[len(kept) :].count(b"\n")
-
-
-@dataclass
-class _Result:
-    output: str
-    exit_code: int | None
-    timed_out: bool = False
-    exited: bool = False
-    dropped_lines: int = 0
-    dropped_bytes: int = 0
-    duration: float = 0.0
-
-
-class _Session:
-    """One live shell. Used by one run; its lock serializes parallel tool calls of that run."""
-
-    def __init__(self, session_id: str, config: ShellToolMiddleware) -> None:
-        self.id = session_id
-        self.config = config
-        self.lock = threading.Lock()
-        self.process: subprocess.Popen[bytes] | None = None
-        self.workspace: Path | None = None
-        self.ephemeral = config.workspace_root is None
-        self.closed = False
-
-    @property
-    def name(self) -> str:
-        return f"mk-shell-{self.id}"
-
-    # lifecycle ---------------------------------------------------------------------------------------------------
-    def ensure_started(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            return
-        self._discard_process()
-        config = self.config
-        if self.workspace is None:
-            if config.workspace_root is None:
-                self.workspace = Path(tempfile.mkdtemp(prefix="mk_shell_"))
-            else:
-                self.workspace = Path(config.workspace_root)
-                self.workspace.mkdir(parents=True, exist_ok=True)
-        env = dict(os.environ) if config.shell_env is None else dict(config.shell_env)  # inherit at spawn time
-        env[SESSION_ENV_VAR] = self.id
-        try:
-            self.process = config.policy.spawn(
-                self.workspace, config.shell_argv, env, session_name=self.name, ephemeral=self.ephemeral
-            )
-        except OSError as exc:
-            raise ShellSessionError(
-                f"{config.name}: could not start the shell {list(config.shell_argv)} with "
-                f"{type(config.policy).__name__}: {exc}. Check shell_command and the execution policy.",
-                middleware=config.name,
-                hook="execution_policy",
-            ) from exc
-        for command in config.startup_commands:
-            result = self._run(command, config.policy.startup_timeout)
-            if result.timed_out or result.exit_code != 0:
-                self._discard_process()
-                how = "timed out" if result.timed_out else f"exited with {result.exit_code}"
-                raise ShellSessionError(
-                    f"{config.name}: startup command {command!r} {how}; output: {result.output[-500:]!r}. Fix "
-                    f"startup_commands (each must succeed within startup_timeout).",
-                    middleware=config.name,
-                    hook="startup_commands",
-                )
-
-    def restart(self) -> None:
-        self._discard_process()
-        self.ensure_started()
-
-    def close(self) -> None:
-        """Shutdown commands, then kill the group, then remove a temporary workspace. Idempotent."""
-        if self.closed:
-            return
-        self.closed = True
-        process = self.process
-        if process is not None and process.poll() is None:
-            for command in self.config.shutdown_commands:
-                result = self._run(command, self.config.policy.startup_timeout)
-                if result.timed_out or result.exited:
-                    break
-            with contextlib.suppress(OSError):
-                if process.stdin is not None:
-                    process.stdin.close()
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                process.wait(timeout=min(self.config.policy.termination_timeout, 2.0))
-        self._discard_process()
-        if self.ephemeral and self.workspace is not None:
-            shutil.rmtree(self.workspace, ignore_errors=True)
-
-    def _discard_process(self) -> None:
-        process, self.process = self.process, None
-        if process is None:
-            return
-        # Always kill the whole group: background jobs must not outlive the session.
-        self.config.policy.terminate(process, session_name=self.name)
-        _kill_escaped(self.id)
-        for stream in (process.stdin, process.stdout):
-            with contextlib.suppress(OSError):
-                if stream is not None:
-                    stream.close()
-
-    def kill(self) -> None:
-        """Kill the shell's processes now, without waiting for the command that holds :attr:`lock` (used when the
-        run is cancelled): that command then reads end-of-file and returns, and :meth:`close` finishes the job."""
-        process = self.process
-        if process is not None:
-            self.config.policy.terminate(process, session_name=self.name)
-        _kill_escaped(self.id)
-
-    # commands ----------------------------------------------------------------------------------------------------
-    def execute(self, command: str) -> _Result:
-        self.ensure_started()
-        result = self._run(command, self.config.policy.command_timeout)
-        if result.timed_out or result.exited:
-            self._discard_process()  # the next command starts a fresh session
-        return result
-
-    def _run(self, command: str, timeout: float) -> _Result:
-        process = self.process
-        assert process is not None and process.stdin is not None and process.stdout is not None
-        marker = f"__MK_SHELL_DONE_{uuid.uuid4().hex}__"
-        # eval of a single-quoted copy: a syntax error, an unclosed quote or heredoc, a trailing backslash or a stray
-        # '}' stays inside this one command (eval fails with status 2) instead of swallowing the marker line and
-        # hanging until the timeout, or killing the session with its working directory and variables.
-        quoted = "'" + command.replace("'", "'\\''") + "'"
-        script = f"{{ eval {quoted}\n}} </dev/null 2>&1\nprintf '\\n{marker} %s\\n' \"$?\"\n"
-        policy = self.config.policy
-        capture = _Capture(policy.max_output_lines, policy.output_byte_limit + _REDACTION_SLACK)
-        started = time.monotonic()
-        exit_code, timed_out, exited = self._collect(process, script.encode(), marker.encode(), capture,
-                                                     started + timeout)
-        # NUL cannot be stored by some checkpointers (PostgreSQL text/jsonb): shown as U+FFFD like undecodable bytes.
-        text = b"".join(capture.chunks).decode("utf-8", errors="replace").replace("\x00", "\ufffd")
-        text = text.rstrip("\n")  # includes the newline printed before the marker
-        return _Result(
-            text,
-            exit_code,
-            timed_out=timed_out,
-            exited=exited,
-            dropped_lines=capture.dropped_lines,
-            dropped_bytes=capture.dropped_bytes,
-            duration=time.monotonic() - started,
+        self.finalizer = weakref.finalize(
+            self, _cleanup, self.session, self.tempdir, self.policy.termination_timeout
         )
 
-    @staticmethod
-    def _collect(
-        process: subprocess.Popen[bytes], script: bytes, marker: bytes, capture: _Capture, deadline: float
-    ) -> tuple[int | None, bool, bool]:
-        """Write ``script`` and read the output until ``marker``, the deadline or EOF, in one select loop: the
-        script is written as the shell takes it (non-blocking), so a huge command cannot deadlock against its own
-        output, and the deadline covers writing too."""
-        assert process.stdout is not None and process.stdin is not None
-        fd = process.stdout.fileno()
-        in_fd = process.stdin.fileno()
-        os.set_blocking(in_fd, False)
-        unsent = memoryview(script)
-        pending = b""
-        with selectors.DefaultSelector() as selector:
-            selector.register(fd, selectors.EVENT_READ)
-            selector.register(in_fd, selectors.EVENT_WRITE)
-            while True:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    capture.feed(pending)
-                    return None, True, False
-                ready = selector.select(remaining)
-                if unsent and any(key.fd == in_fd for key, _ in ready):
-                    try:
-                        unsent = unsent[os.write(in_fd, unsent[:_READ_CHUNK]) :]
-                    except BlockingIOError:
-                        pass
-                    except (BrokenPipeError, OSError):
-                        capture.feed(pending)
-                        return process.poll(), False, True
-                    if not unsent:
-                        selector.unregister(in_fd)
-                if not any(key.fd == fd for key, _ in ready):
-                    continue
-                chunk = os.read(fd, _READ_CHUNK)
-                if not chunk:
-                    capture.feed(pending)
-                    return process.poll(), False, True
-                if capture.full and marker not in pending + chunk:
-                    # Fast path for floods: count and drop. The marker always starts a line and is short, so an
-                    # unfinished line longer than it cannot be the marker and need not be kept.
-                    data = pending + chunk
-                    cut = data.rfind(b"\n") + 1
-                    capture.feed(data[:cut])
-                    rest = data[cut:]
-                    pending = rest if len(rest) <= len(marker) + 32 else b""
-                    if not pending:
-                        capture.feed(rest)
-                    continue
-                pending += chunk
-                while True:
-                    newline = pending.find(b"\n")
-                    if newline < 0:
-                        break
-                    line, pending = pending[: newline + 1], pending[newline + 1 :]
-                    if line.startswith(marker):
-                        code = line[len(marker) :].strip()
-                        return (int(code) if code.lstrip(b"-").isdigit() else None), False, False
-                    capture.feed(line)
-                if len(pending) > _READ_CHUNK:  # a very long line: the marker line is short, so this is output
-                    capture.feed(pending)
-                    pending = b""
 
-
-def _kill_escaped(session_id: str) -> None:
-    """SIGKILL every process of this user still carrying ``MK_SHELL_SESSION=<session_id>`` in its environment: the
-    ones that left the process group (``setsid``, ``nohup``, daemonizing double forks). A process started with a
-    cleaned environment (``env -i``) is not found: only a container (DockerExecutionPolicy) contains everything."""
-    proc = Path("/proc")
-    if not proc.is_dir():  # pragma: no cover - not Linux: the process group kill is all there is
-        return
-    needle = f"{SESSION_ENV_VAR}={session_id}".encode()
-    me = os.getpid()
-    for _ in range(3):  # a dying parent may fork once more while we look: a few passes
-        found = False
-        for entry in proc.iterdir():
-            if not entry.name.isdigit() or int(entry.name) == me:
-                continue
-            try:
-                environ = (entry / "environ").read_bytes()
-            except OSError:
-                continue  # gone, or another user's process (never ours to kill)
-            if needle in environ.split(b"\x00"):
-                found = True
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(int(entry.name), signal.SIGKILL)
-        if not found:
-            return
-
-
-_SESSIONS: dict[str, _Session] = {}
+_SESSIONS: dict[str, _SessionResources] = {}
 _SESSIONS_LOCK = threading.Lock()
+_CREATE_LOCK = threading.Lock()
 
 
 def open_shell_sessions() -> tuple[str, ...]:
@@ -711,34 +228,44 @@ def open_shell_sessions() -> tuple[str, ...]:
         return tuple(_SESSIONS)
 
 
-def _close_session(session_id: str | None) -> bool:
-    if not session_id:
-        return False
+def _registered(session_id: object) -> _SessionResources | None:
+    if not isinstance(session_id, str):
+        return None
     with _SESSIONS_LOCK:
-        session = _SESSIONS.pop(session_id, None)
-    if session is None:
+        return _SESSIONS.get(session_id)
+
+
+def _close_session(session_id: object, shutdown: Callable[[ShellSession], None] | None = None) -> bool:
+    """Close a registered session (shutdown commands first, when given). False when there was none."""
+    resources = _registered(session_id)
+    if resources is None:
         return False
-    with session.lock:
-        session.close()
+    return _close(resources, shutdown)
+
+
+def _close(resources: _SessionResources, shutdown: Callable[[ShellSession], None] | None) -> bool:
+    with _SESSIONS_LOCK:
+        if _SESSIONS.get(resources.session.id) is resources:
+            del _SESSIONS[resources.session.id]
+    if not resources.finalizer.alive:
+        return False
+    with resources.session.lock:
+        if shutdown is not None:
+            shutdown(resources.session)
+        resources.finalizer()
     return True
 
 
-def _abort_session(session_id: str | None) -> None:
+def _abort_session(session_id: object) -> None:
     """The run was cancelled while a command may be running: kill the session's processes at once (the command's
     thread cannot be interrupted otherwise) and close the session as soon as that thread lets go of it."""
-    if not session_id:
+    resources = _registered(session_id)
+    if resources is None:
         return
     with _SESSIONS_LOCK:
-        session = _SESSIONS.pop(session_id, None)
-    if session is None:
-        return
-    session.kill()
-
-    def finish() -> None:
-        with session.lock:
-            session.close()
-
-    threading.Thread(target=finish, name=f"mk-shell-close-{session_id[:8]}", daemon=True).start()
+        _SESSIONS.pop(resources.session.id, None)
+    resources.session.kill_now()
+    threading.Thread(target=lambda: _close(resources, None), name="mk-shell-close", daemon=True).start()
 
 
 @atexit.register
@@ -749,7 +276,8 @@ def _close_all_sessions() -> None:  # pragma: no cover - runs at interpreter exi
 
 # -- the middleware ------------------------------------------------------------------------------------------------
 class ShellToolState(AgentState[Any]):
-    """State of :class:`ShellToolMiddleware`: the id of this run's shell session (private)."""
+    """State of :class:`ShellToolMiddleware`: the id of this run's shell session (private; checkpointed, so a run
+    paused for human approval finds its session again when it resumes)."""
 
     shell_session_id: NotRequired[Annotated[str | None, PrivateStateAttr]]
 
@@ -767,14 +295,65 @@ def _commands(value: Sequence[str] | str | None, owner: str, param: str) -> tupl
     return items
 
 
+def _shell_argv(shell_command: Sequence[str] | str | None, default: tuple[str, ...], owner: str) -> tuple[str, ...]:
+    if shell_command is None:
+        return default
+    shell = (shell_command,) if isinstance(shell_command, str) else tuple(shell_command)
+    if not shell:
+        raise MiddlewareConfigError(
+            f"{owner}: shell_command must contain at least one argument (a path or an argv), got {shell_command!r}.",
+            middleware=owner,
+            hook="shell_command",
+        )
+    if not all(isinstance(part, str) and part and "\x00" not in part for part in shell):
+        raise MiddlewareConfigError(
+            f"{owner}: shell_command parts must be non-empty strings without NUL characters, got {shell_command!r}.",
+            middleware=owner,
+            hook="shell_command",
+        )
+    return shell
+
+
+def _shell_env(env: Mapping[str, Any] | None, owner: str, *, add_path: bool) -> Mapping[str, str] | None:
+    """None: the environment is inherited when a session starts (LangChain 1.5: "the session inherits the parent
+    process environment"); no copy of the host's variables (and secrets) is kept on the middleware."""
+    if env is None:
+        return None
+    if not isinstance(env, Mapping):
+        raise MiddlewareConfigError(
+            f"{owner}: env must be a mapping of variable names to values, got {env!r}.", middleware=owner, hook="env"
+        )
+    shell_env: dict[str, str] = {}
+    for key, value in env.items():
+        if not isinstance(key, str):
+            raise ShellEnvironmentError(
+                f"{owner}: environment variable names must be strings, got {key!r}. Fix the keys of env.",
+                middleware=owner,
+                hook="env",
+            )
+        if not key or "=" in key or "\x00" in key or "\x00" in str(value):
+            raise MiddlewareConfigError(
+                f"{owner}: env entry {key!r} is not a valid environment variable (names are non-empty without '='; "
+                f"names and values hold no NUL character).",
+                middleware=owner,
+                hook="env",
+            )
+        shell_env[key] = str(value)
+    if add_path:  # a shell on this host: commands are found as in the agent's own environment
+        shell_env.setdefault("PATH", os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"))
+    return MappingProxyType(shell_env)
+
+
 class ShellToolMiddleware(FrozenConfig, AgentMiddleware[ShellToolState, Any]):
     """Give the agent a persistent shell tool that runs REAL commands (see the module docstring for guarantees).
 
     Args:
         workspace_root: The shell's working directory (created if missing). None: a temporary directory per session,
             removed when the run ends.
-        startup_commands: Run, in order, when a session starts; each must exit 0 within ``startup_timeout``.
-        shutdown_commands: Run when the session closes (at the end of the run), before its processes are killed.
+        startup_commands: Run, in order, when a session starts (in ``before_agent``, and again whenever the session
+            restarts); each must exit 0 within ``startup_timeout``.
+        shutdown_commands: Run when the session closes (at the end of the run), before its processes are killed;
+            failures are logged.
         execution_policy: :class:`HostExecutionPolicy` (default), :class:`DockerExecutionPolicy` or
             :class:`CodexSandboxExecutionPolicy`: timeouts, output limits and isolation.
         redaction_rules: :class:`RedactionRule`s applied to every output before the model sees it.
@@ -801,20 +380,18 @@ class ShellToolMiddleware(FrozenConfig, AgentMiddleware[ShellToolState, Any]):
         env: Mapping[str, Any] | None = None,
     ) -> None:
         owner = type(self).__name__
-        if execution_policy is None:
-            execution_policy = HostExecutionPolicy()
-        if not isinstance(execution_policy, BaseExecutionPolicy):
+        policy = HostExecutionPolicy() if execution_policy is None else execution_policy
+        if not isinstance(policy, BaseExecutionPolicy):
             raise MiddlewareConfigError(
                 f"{owner}: execution_policy must be a HostExecutionPolicy, DockerExecutionPolicy or "
-                f"CodexSandboxExecutionPolicy, got {execution_policy!r}.",
+                f"CodexSandboxExecutionPolicy, got {policy!r}.",
                 middleware=owner,
                 hook="execution_policy",
             )
-        if type(execution_policy).command is BaseExecutionPolicy.command:
+        if type(policy) is BaseExecutionPolicy:
             raise MiddlewareConfigError(
-                f"{owner}: execution_policy {type(execution_policy).__name__} does not define command(); use "
-                f"HostExecutionPolicy, DockerExecutionPolicy or CodexSandboxExecutionPolicy, or implement command() "
-                f"in your subclass.",
+                f"{owner}: execution_policy BaseExecutionPolicy is the base class; use HostExecutionPolicy, "
+                f"DockerExecutionPolicy or CodexSandboxExecutionPolicy, or a subclass that implements spawn().",
                 middleware=owner,
                 hook="execution_policy",
             )
@@ -832,82 +409,134 @@ class ShellToolMiddleware(FrozenConfig, AgentMiddleware[ShellToolState, Any]):
                 middleware=owner,
                 hook="tool_name",
             )
-        if shell_command is None:
-            shell: tuple[str, ...] = tuple(execution_policy.default_shell)
-        elif isinstance(shell_command, str):
-            shell = (shell_command,)
-        else:
-            shell = tuple(shell_command)
-        if not shell or not all(isinstance(part, str) and part for part in shell):
-            raise MiddlewareConfigError(
-                f"{owner}: shell_command must be a path or a non-empty argv, got {shell_command!r}.",
-                middleware=owner,
-                hook="shell_command",
-            )
-        if env is not None and not isinstance(env, Mapping):
-            raise MiddlewareConfigError(
-                f"{owner}: env must be a mapping of variable names to values, got {env!r}.",
-                middleware=owner,
-                hook="env",
-            )
-        for key, value in (env or {}).items():
-            if not str(key) or "=" in str(key) or "\x00" in str(key) or "\x00" in str(value):
-                raise MiddlewareConfigError(
-                    f"{owner}: env entry {str(key)!r} is not a valid environment variable (names are non-empty "
-                    f"without '='; names and values hold no NUL character).",
-                    middleware=owner,
-                    hook="env",
-                )
         if workspace_root is not None and "\x00" in os.fspath(workspace_root):
             raise MiddlewareConfigError(
                 f"{owner}: workspace_root must be a directory path without NUL characters, got {workspace_root!r}.",
                 middleware=owner,
                 hook="workspace_root",
             )
-        for part in shell_command if isinstance(shell_command, (list, tuple)) else (shell_command or "",):
-            if isinstance(part, str) and "\x00" in part:
-                raise MiddlewareConfigError(
-                    f"{owner}: shell_command must not contain NUL characters, got {shell_command!r}.",
-                    middleware=owner,
-                    hook="shell_command",
-                )
-        self.workspace_root = Path(workspace_root).expanduser().absolute() if workspace_root is not None else None
+        self.workspace_root = Path(workspace_root).expanduser().absolute() if workspace_root else None
         self.startup_commands = _commands(startup_commands, owner, "startup_commands")
         self.shutdown_commands = _commands(shutdown_commands, owner, "shutdown_commands")
-        self.policy = execution_policy
+        self.policy = policy
         self.redaction_rules = rules
         self._detectors = tuple((rule, rule.resolve(owner)) for rule in rules)
         self.tool_name = tool_name
         self.tool_description = tool_description or DEFAULT_TOOL_DESCRIPTION
-        self.shell_argv = shell
-        # None: the environment is inherited when a session starts (LangChain 1.5: "the session inherits the parent
-        # process environment"); no copy of the host's variables (and secrets) is kept on the middleware.
-        self.shell_env: Mapping[str, str] | None = None
-        if env is not None:
-            shell_env = {str(k): str(v) for k, v in env.items()}
-            shell_env.setdefault("PATH", os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"))
-            self.shell_env = MappingProxyType(shell_env)
+        self.shell_argv = _shell_argv(shell_command, policy.default_shell, owner)
+        self.shell_env = _shell_env(env, owner, add_path=policy.inherits_host_environment)
         self.tools: tuple[BaseTool, ...] = (self._make_tool(),)
 
-    # -- lifecycle hooks (node hooks; the engine bridges them under ainvoke) ------------------------------------
-    def before_agent(self, state: ShellToolState, runtime: Runtime[Any]) -> dict[str, Any] | None:
-        # A run that crashed on this thread may have left its session open: close it now.
-        _close_session(state.get("shell_session_id"))
-        return {"shell_session_id": uuid.uuid4().hex}
+    @property
+    def _startup_commands(self) -> tuple[str, ...]:
+        """LangChain's name of :attr:`startup_commands`."""
+        return self.startup_commands
 
-    def after_agent(self, state: ShellToolState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+    # -- lifecycle (node hooks; the engine bridges them under ainvoke) ------------------------------------------
+    def before_agent(self, state: ShellToolState, runtime: Runtime[Any] | None) -> dict[str, Any] | None:
+        """Start this run's session and run the startup commands (a failing one raises :class:`ShellSessionError`).
+        Called again with a state that still holds a live session (resuming), it keeps that session."""
+        resources = state.get("shell_session_resources")  # set by _get_or_create_resources
+        if isinstance(resources, _SessionResources) and resources.finalizer.alive:
+            return {"shell_session_id": resources.session.id}
+        # A run that crashed on this thread may have left its session open: close it now.
+        _close_session(state.get("shell_session_id"), self._run_shutdown_commands)
+        return {"shell_session_id": self._create_resources().session.id}
+
+    async def abefore_agent(self, state: ShellToolState, runtime: Runtime[Any] | None) -> dict[str, Any] | None:
+        """:meth:`before_agent` in a worker thread (starting a shell blocks)."""
+        return await asyncio.to_thread(self.before_agent, state, runtime)
+
+    def after_agent(self, state: ShellToolState, runtime: Runtime[Any] | None) -> dict[str, Any] | None:
+        """Run the shutdown commands, kill the session's processes and remove a temporary workspace."""
         session_id = state.get("shell_session_id")
-        if _close_session(session_id):
-            emit(runtime, {"event": "shell_session_closed", "middleware": self.name, "session": session_id})
+        resources = state.get("shell_session_resources")
+        if not isinstance(resources, _SessionResources):
+            resources = _registered(session_id)
+        if resources is not None and _close(resources, self._run_shutdown_commands):
+            emit(runtime, {"event": "shell_session_closed", "middleware": self.name, "session": resources.session.id})
         return {"shell_session_id": None} if session_id else None
+
+    async def aafter_agent(self, state: ShellToolState, runtime: Runtime[Any] | None) -> dict[str, Any] | None:
+        """:meth:`after_agent` in a worker thread (shutdown commands block)."""
+        return await asyncio.to_thread(self.after_agent, state, runtime)
+
+    # -- sessions --------------------------------------------------------------------------------------------------
+    def _get_or_create_resources(self, state: Mapping[str, Any]) -> _SessionResources:
+        """The run's session resources (LangChain's method): the live ones ``state`` holds, else the session its
+        ``shell_session_id`` names, else a new session; stored in ``state["shell_session_resources"]``."""
+        resources = state.get("shell_session_resources")
+        if not (isinstance(resources, _SessionResources) and resources.finalizer.alive):
+            resources = _registered(state.get("shell_session_id")) or self._create_resources()
+        if isinstance(state, dict):
+            state["shell_session_resources"] = resources
+        return resources
+
+    def _create_resources(self, session_id: str | None = None) -> _SessionResources:
+        tempdir: tempfile.TemporaryDirectory[str] | None = None
+        if self.workspace_root is None:
+            tempdir = tempfile.TemporaryDirectory(prefix=SHELL_TEMP_PREFIX)
+            workspace = Path(tempdir.name)
+        else:
+            workspace = self.workspace_root
+            workspace.mkdir(parents=True, exist_ok=True)
+        session = ShellSession(workspace, self.policy, self.shell_argv, self.shell_env, session_id=session_id)
+        try:
+            self._start(session)
+        except BaseException:
+            session.stop(self.policy.termination_timeout)
+            if tempdir is not None:
+                tempdir.cleanup()
+            raise
+        resources = _SessionResources(session=session, tempdir=tempdir, policy=self.policy)
+        with _SESSIONS_LOCK:
+            _SESSIONS[session.id] = resources
+        return resources
+
+    def _start(self, session: ShellSession) -> None:
+        """Start the shell and run the startup commands (:class:`ShellSessionError` naming what failed)."""
+        try:
+            session.start()
+        except (OSError, RuntimeError) as exc:
+            raise ShellSessionError(
+                f"{self.name}: could not start the shell {list(self.shell_argv)} with {type(self.policy).__name__}: "
+                f"{exc}. Check shell_command and the execution policy.",
+                middleware=self.name,
+                hook="execution_policy",
+            ) from exc
+        for command in self.startup_commands:
+            result = session.execute(command, timeout=self.policy.startup_timeout)
+            if result.timed_out or result.exited or result.exit_code != 0:
+                session.stop(self.policy.termination_timeout)
+                how = "timed out" if result.timed_out else f"exited with {result.exit_code}"
+                raise ShellSessionError(
+                    f"{self.name}: Startup command {command!r} failed ({how}); output: {result.output[-500:]!r}. "
+                    f"Fix startup_commands (each must succeed within startup_timeout).",
+                    middleware=self.name,
+                    hook="startup_commands",
+                )
+
+    def _run_shutdown_commands(self, session: ShellSession) -> None:
+        for command in self.shutdown_commands:
+            if not session.running:
+                return
+            try:
+                result = session.execute(command, timeout=self.policy.command_timeout)
+            except (RuntimeError, OSError) as exc:
+                LOGGER.warning("Shutdown command %r failed: %s", command, exc)
+                return
+            if result.timed_out:
+                LOGGER.warning("Shutdown command %r timed out.", command)
+            elif result.exit_code != 0:
+                LOGGER.warning("Shutdown command %r exited with %s.", command, result.exit_code)
 
     # -- the tool --------------------------------------------------------------------------------------------------
     def _make_tool(self) -> BaseTool:
-        def shell(runtime: ToolRuntime, command: str = "", restart: bool = False) -> ToolMessage:
+        def shell(runtime: ToolRuntime, command: str | None = None, restart: bool = False) -> ToolMessage:
             """Run a command in the persistent shell session."""
             return self.run_tool(command, restart=restart, runtime=runtime)
 
-        async def ashell(runtime: ToolRuntime, command: str = "", restart: bool = False) -> ToolMessage:
+        async def ashell(runtime: ToolRuntime, command: str | None = None, restart: bool = False) -> ToolMessage:
             """Run a command in the persistent shell session."""
             return await self.arun_tool(command, restart=restart, runtime=runtime)
 
@@ -915,7 +544,7 @@ class ShellToolMiddleware(FrozenConfig, AgentMiddleware[ShellToolState, Any]):
             func=shell, coroutine=ashell, name=self.tool_name, description=self.tool_description
         )
 
-    async def arun_tool(self, command: str, *, restart: bool, runtime: ToolRuntime) -> ToolMessage:
+    async def arun_tool(self, command: str | None, *, restart: bool, runtime: ToolRuntime) -> ToolMessage:
         """:meth:`run_tool` in a worker thread. If the run is cancelled meanwhile (``ainvoke`` cancelled, a timeout
         around it), the session's processes are killed at once and the session is closed: nothing keeps running."""
         try:
@@ -925,8 +554,8 @@ class ShellToolMiddleware(FrozenConfig, AgentMiddleware[ShellToolState, Any]):
             _abort_session(state.get("shell_session_id"))
             raise
 
-    def run_tool(self, command: str, *, restart: bool, runtime: ToolRuntime) -> ToolMessage:
-        """What the shell tool does for one call (a session is created for the run on first use)."""
+    def run_tool(self, command: str | None, *, restart: bool, runtime: ToolRuntime) -> ToolMessage:
+        """What the shell tool does for one call, in the session of the run (``runtime.state``)."""
         call_id = runtime.tool_call_id or ""
         state = runtime.state if isinstance(runtime.state, Mapping) else {}
         session_id = state.get("shell_session_id")
@@ -937,73 +566,106 @@ class ShellToolMiddleware(FrozenConfig, AgentMiddleware[ShellToolState, Any]):
                 call_id,
                 "error",
             )
-        with _SESSIONS_LOCK:
-            session = _SESSIONS.get(session_id)
-            if session is None or session.closed:
-                session = _SESSIONS[session_id] = _Session(session_id, self)
+        has_command = isinstance(command, str) and bool(command.strip())
+        if restart and has_command:
+            return self._message("Error: Specify only one of 'command' or 'restart'.", call_id, "error")
+        resources = _registered(session_id)
+        if resources is None:  # resumed in another process, or after the session was lost: a new one, same id
+            with _CREATE_LOCK:  # parallel calls of the run must not start two
+                resources = _registered(session_id) or self._create_resources(session_id)
         try:
-            with session.lock:
-                if restart:
-                    session.restart()
-                    emit(runtime, {"event": "shell_restarted", "middleware": self.name, "session": session_id})
-                    if not command.strip():
-                        return self._message("Shell session restarted.", call_id, "success")
-                if not command.strip():
-                    return self._message("Error: command is empty. Pass the command to run.", call_id, "error")
-                result = session.execute(command)
-            return self._report(command, result, call_id, runtime, session_id)
+            answer = self._run_shell_tool(
+                resources, {"command": command, "restart": restart}, tool_call_id=call_id, runtime=runtime
+            )
+            assert isinstance(answer, ToolMessage)  # a tool call id was given
+            return answer
+        except ToolException as exc:
+            return self._message(f"Error: {exc}", call_id, "error")
         except Exception:
             _close_session(session_id)  # the run fails: leave nothing behind
             raise
 
-    def _report(self, command: str, result: _Result, call_id: str, runtime: Any, session_id: str) -> ToolMessage:
-        text, blocked = self._redact(result.output)
-        emit(
-            runtime,
-            {
-                "event": "shell_command",
-                "middleware": self.name,
-                "session": session_id,
-                "exit_code": result.exit_code,
-                "timed_out": result.timed_out,
-                "truncated": bool(result.dropped_bytes or len(text.encode()) > self.policy.output_byte_limit),
-                "redacted": blocked is not None or text != result.output,
-                "duration": round(result.duration, 3),
-            },
-        )
-        if blocked is not None:
-            return self._message(
-                f"Error: the output was withheld because it contains {blocked} (redaction strategy 'block').",
-                call_id,
-                "error",
-            )
+    def _run_shell_tool(
+        self,
+        resources: _SessionResources,
+        payload: Mapping[str, Any],
+        *,
+        tool_call_id: str | None,
+        runtime: Any = None,
+    ) -> ToolMessage | str:
+        """Run one tool call in ``resources``' session (LangChain's method). Returns the ``ToolMessage``, or its
+        content when ``tool_call_id`` is None; raises ``ToolException`` for a call without a command."""
+        session = resources.session
+        with session.lock:
+            if payload.get("restart"):
+                try:
+                    session.stop(self.policy.termination_timeout)
+                    self._start(session)
+                except (ShellSessionError, OSError, RuntimeError) as exc:
+                    raise ToolException(f"Failed to restart shell session: {exc}") from exc
+                emit(runtime, {"event": "shell_restarted", "middleware": self.name, "session": session.id})
+                return self._result("Shell session restarted.", tool_call_id, "success")
+            command = payload.get("command")
+            if not isinstance(command, str) or not command.strip():
+                raise ToolException("Shell tool expects a 'command' string when restart is not requested.")
+            if not session.running:  # after `exit` or a timeout: a fresh shell, startup commands included
+                self._start(session)
+            result = session.execute(command, timeout=self.policy.command_timeout, extra_bytes=REDACTION_SLACK)
+        return self._report(result, tool_call_id, runtime, session.id)
+
+    def _report(
+        self, result: CommandExecutionResult, call_id: str | None, runtime: Any, session_id: str
+    ) -> ToolMessage | str:
+        text, blocked, matches = self._redact(result.output)
         text, cut = _cut(text, self.policy.output_byte_limit)
+        by_bytes = result.truncated_by_bytes or cut
+        emit(runtime, {
+            "event": "shell_command", "middleware": self.name, "session": session_id, "exit_code": result.exit_code,
+            "timed_out": result.timed_out, "truncated": result.truncated_by_lines or by_bytes,
+            "redacted": blocked is not None or bool(matches),
+        })
+        artifact: dict[str, Any] = {
+            "timed_out": result.timed_out, "exit_code": result.exit_code,
+            "truncated_by_lines": result.truncated_by_lines, "truncated_by_bytes": by_bytes,
+            "total_lines": result.total_lines, "total_bytes": result.total_bytes, "redaction_matches": matches,
+        }
+        if blocked is not None:
+            content = f"Output blocked: detected {blocked} (redaction strategy 'block'); the output was withheld."
+            return self._result(content, call_id, "error", artifact)
         notes = []
-        if result.dropped_lines or result.dropped_bytes or cut:
+        if result.truncated_by_lines:
             notes.append(
-                f"... Output truncated: kept the first {self.policy.max_output_lines} lines / "
-                f"{self.policy.output_byte_limit} bytes ({result.dropped_lines} more lines dropped)."
+                f"... Output truncated at {self.policy.max_output_lines} lines (observed {result.total_lines})."
+            )
+        if by_bytes:
+            notes.append(
+                f"... Output truncated at {self.policy.output_byte_limit} bytes (observed {result.total_bytes})."
             )
         if result.timed_out:
             notes.append(
-                f"Error: the command timed out after {self.policy.command_timeout:g}s. It was killed with all its "
-                f"processes, and the shell session restarted (working directory and variables were reset)."
+                f"Error: Command timed out after {self.policy.command_timeout:.1f} seconds. It was killed with all "
+                f"its processes; the shell session restarts for the next command (working directory and variables "
+                f"are reset)."
             )
         elif result.exited:
             notes.append("The shell session exited; the next command starts a new session.")
-        elif result.exit_code not in (0, None):
+        if not result.timed_out and result.exit_code not in (0, None):
             notes.append(f"Exit code: {result.exit_code}")
-        content = "\n\n".join([text or "<no output>", *notes])
-        failed = result.timed_out or (result.exit_code not in (0, None))
-        return self._message(content, call_id, "error" if failed else "success")
+        content = "\n\n".join([text.rstrip() or "<no output>", *notes])
+        failed = result.timed_out or result.exit_code not in (0, None)
+        return self._result(content, call_id, "error" if failed else "success", artifact)
 
-    def _redact(self, text: str) -> tuple[str, str | None]:
+    def _redact(self, text: str) -> tuple[str, str | None, dict[str, int]]:
+        """The text with every rule applied, the type of a ``block`` rule that matched, and match counts per type
+        (counts only: the matched values never leave this function)."""
+        counts: dict[str, int] = {}
         for rule, detect in self._detectors:
             spans = sorted(detect(text))
             if not spans:
                 continue
             if rule.strategy == "block":
-                return "", rule.pii_type
+                return "", rule.pii_type, {**counts, rule.pii_type: len(spans)}
+            counts[rule.pii_type] = counts.get(rule.pii_type, 0) + len(spans)
             parts, pos = [], 0
             for start, end in spans:
                 if start < pos:
@@ -1011,10 +673,23 @@ class ShellToolMiddleware(FrozenConfig, AgentMiddleware[ShellToolState, Any]):
                 parts += [text[pos:start], rule.replacement(text[start:end])]
                 pos = end
             text = "".join([*parts, text[pos:]])
-        return text, None
+        return text, None, counts
 
-    def _message(self, content: str, call_id: str, status: Literal["success", "error"]) -> ToolMessage:
-        return ToolMessage(content=content, tool_call_id=call_id, name=self.tool_name, status=status)
+    def _message(
+        self, content: str, call_id: str, status: Literal["success", "error"], artifact: dict[str, Any] | None = None
+    ) -> ToolMessage:
+        return ToolMessage(content=content, tool_call_id=call_id, name=self.tool_name, status=status,
+                           artifact=artifact or {})
+
+    def _result(
+        self,
+        content: str,
+        call_id: str | None,
+        status: Literal["success", "error"],
+        artifact: dict[str, Any] | None = None,
+    ) -> ToolMessage | str:
+        """The ``ToolMessage``; only its content when there is no tool call (LangChain's direct calls)."""
+        return content if call_id is None else self._message(content, call_id, status, artifact)
 
 
 def _cut(text: str, limit: int) -> tuple[str, bool]:

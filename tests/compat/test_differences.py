@@ -110,12 +110,17 @@ def test_fused_nodes_names_and_the_values_stream() -> None:
 
 
 def test_bundled_middleware_configuration_is_frozen() -> None:
-    # LangChain 1.5: attributes of a middleware can be reassigned after construction (and affect every run).
+    # LangChain 1.5: attributes of a middleware can be reassigned at any time (and affect every run of every agent
+    # built with it). Here too until an agent adopts the instance (validated as a constructor argument), then never.
     retry = ModelRetryMiddleware(max_retries=1)
+    retry.max_retries = 2
+    with pytest.raises(MiddlewareConfigError, match="max_retries"):
+        retry.max_retries = -1
+    create_agent(ScriptedChatModel(["ok"]), middleware=[retry])
     with pytest.raises(FrozenMiddlewareError) as err:
         retry.max_retries = 5
     assert isinstance(err.value, AttributeError) and "replace(max_retries=...)" in str(err.value)
-    assert retry.replace(max_retries=5).max_retries == 5
+    assert retry.max_retries == 2 and retry.replace(max_retries=5).max_retries == 5
     # `name` is identity, not configuration: a second instance of one class gets its own name, as in LangChain.
     hard = ModelCallLimitMiddleware(thread_limit=50)
     hard.name = "HardLimit"

@@ -24,13 +24,18 @@ from middleware_kit import create_agent
 from middleware_kit.errors import MiddlewareConfigError
 from middleware_kit.middlewares._frozen import FrozenMiddlewareError
 from middleware_kit.middlewares.shell_tool import (
+    SESSION_ENV_VAR,
+    SHELL_TEMP_PREFIX,
     BaseExecutionPolicy,
     CodexSandboxExecutionPolicy,
     DockerExecutionPolicy,
     HostExecutionPolicy,
     RedactionRule,
+    ShellEnvironmentError,
+    ShellSession,
     ShellSessionError,
     ShellToolMiddleware,
+    UnsupportedPolicyOptionError,
     open_shell_sessions,
 )
 from middleware_kit.testing import ScriptedChatModel, tool_call
@@ -112,7 +117,7 @@ def test_timeout_kills_the_whole_process_group_including_grandchildren(run: Runn
     shell_pid = int(answers[0].content)
     grandchild = int(pidfile.read_text())
     assert answers[1].status == "error"
-    assert "timed out after 1s" in answers[1].content and "killed with all its processes" in answers[1].content
+    assert "timed out after 1.0 seconds" in answers[1].content and "killed with all its processes" in answers[1].content
     assert wait_until(lambda: not alive(grandchild)), "the grandchild survived the timeout"
     assert group_members(shell_pid) == [], "a process of the timed-out group survived"
     new_pid, status = answers[2].content.splitlines()
@@ -129,7 +134,7 @@ def test_yes_flood_is_bounded(run: Runner) -> None:
     policy = HostExecutionPolicy(command_timeout=1.0, max_output_lines=50)
     answers = run_commands(run, ShellToolMiddleware(execution_policy=policy), "yes")
     content = answers[0].content
-    assert content.startswith("y\n" * 49 + "y\n\n... Output truncated: kept the first 50 lines")
+    assert content.startswith("y\n" * 49 + "y\n\n... Output truncated at 50 lines (observed ")
     assert len(content) < 1000 and "timed out" in content
 
 
@@ -145,14 +150,18 @@ def test_one_huge_line_is_bounded_by_bytes(run: Runner) -> None:
 def test_exit_codes_exit_and_restart(run: Runner) -> None:
     answers = run_commands(
         run, ShellToolMiddleware(), "X=1; (exit 3)", "exit 7", "echo ${X:-unset}", "Y=2",
-        {"command": "echo ${Y:-unset}", "restart": True}, {"restart": True}, {"command": "  "},
+        {"command": "echo ${Y:-unset}", "restart": True}, {"restart": True}, "echo ${Y:-unset}", {"command": "  "},
+        {},
     )
     assert (answers[0].content, answers[0].status) == ("<no output>\n\nExit code: 3", "error")
-    assert "session exited" in answers[1].content
+    assert answers[0].artifact["exit_code"] == 3 and answers[0].artifact["timed_out"] is False
+    assert "session exited" in answers[1].content and "Exit code: 7" in answers[1].content
     assert answers[2].content == "unset"  # a new session
-    assert answers[4].content == "unset"  # restart=True wiped Y
+    assert answers[4].status == "error" and "only one of 'command' or 'restart'" in answers[4].content
     assert answers[5].content == "Shell session restarted."
-    assert answers[6].status == "error" and "command is empty" in answers[6].content
+    assert answers[6].content == "unset"  # restart=True wiped Y
+    for answer in answers[7:]:
+        assert answer.status == "error" and "expects a 'command' string" in answer.content
 
 
 def test_redaction_strategies(run: Runner) -> None:
@@ -198,7 +207,9 @@ def test_startup_failure_is_a_clear_error(run: Runner) -> None:
     mw = ShellToolMiddleware(startup_commands=["true", "false"])
     with pytest.raises(ShellSessionError) as caught:
         run_commands(run, mw, "echo never")
-    assert caught.value.hook == "startup_commands" and "'false' exited with 1" in str(caught.value)
+    assert caught.value.hook == "startup_commands" and "Startup command 'false' failed (exited with 1)" in str(
+        caught.value
+    )
     assert open_shell_sessions() == ()
 
 
@@ -255,20 +266,30 @@ def test_the_tool_refuses_to_run_outside_an_agent_run() -> None:
     assert answer.status == "error" and "no shell session" in answer.content
 
 
-def test_docker_command_construction(tmp_path: Path) -> None:
+def test_docker_command_construction(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(shutil, "which", lambda name: f"/usr/bin/{name}")
     policy = DockerExecutionPolicy(image="alpine:3", memory_bytes=1 << 28, cpus="0.5", read_only_rootfs=True,
-                                   user="1000:1000", cpu_time_seconds=5, extra_run_args=["--pids-limit", "64"])
-    argv = policy.command(tmp_path, ["/bin/sh"], session_name="mk-shell-x", ephemeral=False)
+                                   user="1000:1000", extra_run_args=["--pids-limit", "64"])
+    env = {"TOKEN": "s3cret", SESSION_ENV_VAR: "x"}
+    argv = policy.command_line(workspace=tmp_path, env=env, command=["/bin/sh"])
     assert argv == [
-        "docker", "run", "-i", "--name", "mk-shell-x", "--rm", "--network", "none", "--memory", str(1 << 28),
-        "--ulimit", "cpu=5", "--cpus", "0.5", "--read-only", "--user", "1000:1000",
-        "-v", f"{tmp_path}:{tmp_path}", "-w", str(tmp_path), "--pids-limit", "64", "alpine:3", "/bin/sh",
+        "docker", "run", "-i", "--rm", "--name", "mk-shell-x", "--network", "none", "--memory", str(1 << 28),
+        "-v", f"{tmp_path}:{tmp_path}", "-w", str(tmp_path), "--read-only", "-e", "TOKEN", "-e", SESSION_ENV_VAR,
+        "--cpus", "0.5", "--user", "1000:1000", "--pids-limit", "64", "alpine:3", "/bin/sh",
     ]
-    ephemeral = DockerExecutionPolicy(network_enabled=True, remove_container_on_exit=False)
-    assert ephemeral.command(tmp_path, ["/bin/sh"], session_name="n", ephemeral=True) == [
-        "docker", "run", "-i", "--name", "n", "python:3.12-alpine3.19", "/bin/sh",
+    assert "s3cret" not in " ".join(argv)  # values travel in the client's environment, never on its command line
+    temporary = tmp_path / f"{SHELL_TEMP_PREFIX}abc"
+    loose = DockerExecutionPolicy(network_enabled=True, remove_container_on_exit=False)
+    assert loose.command_line(workspace=temporary, env={}, command=["/bin/sh"]) == [
+        "docker", "run", "-i", "-w", "/", "python:3.12-alpine3.19", "/bin/sh",
     ]
-    assert ShellToolMiddleware(execution_policy=ephemeral).shell_argv == ("/bin/sh",)
+    assert loose._build_command(temporary, {}, ["/bin/sh"])[0] == "/usr/bin/docker"  # resolved when it starts
+    assert ShellToolMiddleware(execution_policy=loose).shell_argv == ("/bin/sh",)
+    with pytest.raises(UnsupportedPolicyOptionError, match="cpu_time_seconds is not supported"):
+        DockerExecutionPolicy(cpu_time_seconds=5)
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    with pytest.raises(UnsupportedPolicyOptionError, match="not installed or not on PATH"):
+        loose._build_command(tmp_path, {}, ["/bin/sh"])
 
 
 def _docker_daemon() -> str | None:
@@ -287,18 +308,21 @@ def test_docker_run(run: Runner, tmp_path: Path) -> None:
     assert "Alpine" in answers[0].content and "offline" in answers[1].content
 
 
-def test_codex_command_construction(tmp_path: Path) -> None:
-    policy = CodexSandboxExecutionPolicy(platform="linux", config_overrides={"sandbox_permissions": ["disk-read"]})
-    assert policy.command(tmp_path, ["/bin/bash"], session_name="n", ephemeral=True) == [
-        "codex", "sandbox", "linux", "-c", 'sandbox_permissions=["disk-read"]', "--", "/bin/bash",
+def test_codex_command_construction(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(shutil, "which", lambda name: f"/opt/{name}")
+    overrides = {"z": 1, "sandbox_permissions": ["disk-read"]}
+    policy = CodexSandboxExecutionPolicy(platform="linux", config_overrides=overrides)
+    assert policy._build_command(["/bin/bash"]) == [
+        "/opt/codex", "sandbox", "linux", "-c", 'sandbox_permissions=["disk-read"]', "-c", "z=1", "--", "/bin/bash",
     ]
-    assert CodexSandboxExecutionPolicy().resolved_platform() in ("linux", "macos")
+    assert CodexSandboxExecutionPolicy()._determine_platform() in ("linux", "macos")
 
 
 def test_frozen_configuration(run: Runner) -> None:
     commands = ["export A=1"]
     mw = ShellToolMiddleware(startup_commands=commands)
     commands.append("exit 1")  # mutating the caller's list changes nothing
+    create_agent(ScriptedChatModel(["ok"]), middleware=[mw])  # adopted: read-only from now on
     with pytest.raises(FrozenMiddlewareError):
         mw.startup_commands = ()  # type: ignore[misc]
     assert mw.startup_commands == ("export A=1",)
@@ -457,7 +481,8 @@ def test_stderr_floods_are_bounded_too(run: Runner) -> None:
     mw = ShellToolMiddleware(execution_policy=HostExecutionPolicy(max_output_lines=5, command_timeout=3))
     answer = run_commands(run, mw, "timeout 1 yes err >&2; echo tail >&2")[0]
     text = str(answer.content)
-    assert text.startswith("err\nerr\nerr\nerr\nerr") and "Output truncated" in text and len(text) < 1000
+    assert text.startswith("[stderr] err\n" * 4 + "[stderr] err\n\n... Output truncated at 5 lines")
+    assert len(text) < 1000
 
 
 def test_nul_bytes_in_output_never_reach_messages(run: Runner) -> None:
@@ -559,3 +584,65 @@ def test_a_command_still_queued_when_its_run_is_cancelled_never_runs(tmp_path: P
     asyncio.run(main())
     assert not (tmp_path / "ran").exists()
     assert open_shell_sessions() == ()
+
+
+# -- LangChain 1.5 surface -----------------------------------------------------------------------------------------
+def test_stderr_is_kept_with_a_label_and_the_artifact_has_the_numbers(run: Runner) -> None:
+    policy = HostExecutionPolicy(max_output_lines=3)
+    answers = run_commands(run, ShellToolMiddleware(execution_policy=policy),
+                           "echo out; echo oops >&2; exit_status=4; (exit $exit_status)", "seq 1 10")
+    assert answers[0].content == "out\n[stderr] oops\n\nExit code: 4" and answers[0].status == "error"
+    assert answers[1].content == "1\n2\n3\n\n... Output truncated at 3 lines (observed 10)."
+    assert answers[1].artifact == {
+        "timed_out": False, "exit_code": 0, "truncated_by_lines": True, "truncated_by_bytes": False,
+        "total_lines": 10, "total_bytes": 21, "redaction_matches": {},
+    }
+
+
+def test_a_shell_session_can_be_driven_directly(tmp_path: Path) -> None:
+    session = ShellSession(tmp_path, HostExecutionPolicy(max_output_bytes=8), ("/bin/bash",), {"A": "1"})
+    session.start()
+    try:
+        result = session.execute("echo $A; echo 0123456789", timeout=5)
+        assert (result.output, result.exit_code, result.timed_out) == ("1\n012345", 0, False)
+        assert result.truncated_by_bytes and result.total_bytes == 13
+        slow = session.execute("sleep 5", timeout=0.3)
+        assert slow.timed_out and not session.running  # killed with its group; start() again to continue
+        with pytest.raises(RuntimeError, match="not running"):
+            session.execute("true", timeout=1)
+    finally:
+        session.stop(1)
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_hooks_called_directly_start_and_close_the_session(tmp_path: Path, mode: str) -> None:
+    from langgraph.runtime import Runtime
+
+    mw = ShellToolMiddleware(tmp_path, startup_commands=["touch started"], shutdown_commands=["touch stopped"])
+    state: dict[str, Any] = {"messages": []}
+    already = set(open_shell_sessions())
+    before = mw.before_agent if mode == "sync" else lambda s, r: asyncio.run(mw.abefore_agent(s, r))
+    update = before(state, Runtime())  # type: ignore[arg-type]
+    assert update is not None and set(open_shell_sessions()) - already == {update["shell_session_id"]}
+    assert (tmp_path / "started").exists()  # the session starts with the run, as in LangChain
+    state.update(update)
+    if mode == "sync":
+        assert mw.after_agent(state, Runtime()) == {"shell_session_id": None}  # type: ignore[arg-type]
+    else:
+        assert asyncio.run(mw.aafter_agent(state, Runtime())) == {"shell_session_id": None}  # type: ignore[arg-type]
+    assert (tmp_path / "stopped").exists() and set(open_shell_sessions()) <= already
+
+
+def test_langchain_constructor_errors_keep_their_exception_types() -> None:
+    with pytest.raises(ShellEnvironmentError, match="must be strings") as caught:
+        ShellToolMiddleware(env={1: "x"})  # type: ignore[dict-item]
+    assert isinstance(caught.value, TypeError) and isinstance(caught.value, MiddlewareConfigError)
+    with pytest.raises(MiddlewareConfigError, match="at least one argument"):
+        ShellToolMiddleware(shell_command=())
+    for build, message in [
+        (lambda: HostExecutionPolicy(cpu_time_seconds=0), "cpu_time_seconds must be positive if provided"),
+        (lambda: DockerExecutionPolicy(cpus=" "), "cpus must be a non-empty string when provided"),
+        (lambda: DockerExecutionPolicy(user=""), "user must be a non-empty string when provided"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            build()

@@ -1,0 +1,84 @@
+"""Model calls a middleware makes for itself, kept out of the user's message stream.
+
+A middleware that calls a model of its own (a summarizer, a tool selector, a classifier) tags the call with
+:func:`internal_call_metadata` and declares ``transformers = (InternalCallTransformer,)``; the agent's
+``stream_events(version="v3")`` then never shows that call in ``run.messages`` nor in the raw event log::
+
+    class Checker(AgentMiddleware):
+        transformers = (InternalCallTransformer,)
+
+        def wrap_model_call(self, request, handler):
+            self.checker.invoke([HumanMessage("check")], config={"metadata": internal_call_metadata()})
+            return handler(request)
+
+The marker's value is a random token drawn once per process, so a caller cannot hide the agent's real answer by
+putting the key in the run's own ``config["metadata"]`` (which reaches every model call of the run). This is
+LangChain 1.5's ``langchain.agents.middleware.internal_call_transformer``, with the same public names. The bundled
+middlewares tag their own calls this way (and with LangChain's ``lc_source``, see
+``middleware_kit.middlewares._model_arg.internal_call_config``).
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any, ClassVar
+
+from langchain_core.messages import BaseMessage
+from langgraph.stream import ProtocolEvent, StreamTransformer
+
+__all__ = ["INTERNAL_CALL_METADATA_KEY", "InternalCallTransformer", "internal_call_metadata"]
+
+INTERNAL_CALL_METADATA_KEY = "lc_internal_call"
+"""The ``config["metadata"]`` key that marks a model call as internal to a middleware (apart from ``lc_source``,
+which says which middleware feature made the call)."""
+
+_INTERNAL_CALL_TOKEN: str = secrets.token_hex(16)
+"""The marker's value: random per process, so that caller-supplied metadata cannot forge it."""
+
+
+def internal_call_metadata() -> dict[str, Any]:
+    """Metadata to merge into an internal model call's ``config["metadata"]`` (a new dict each call)."""
+    return {INTERNAL_CALL_METADATA_KEY: _INTERNAL_CALL_TOKEN}
+
+
+def is_internal_call(metadata: object) -> bool:
+    """Whether ``metadata`` (a callback's or stream event's metadata) carries the genuine internal-call marker."""
+    return isinstance(metadata, dict) and metadata.get(INTERNAL_CALL_METADATA_KEY) == _INTERNAL_CALL_TOKEN
+
+
+class InternalCallTransformer(StreamTransformer):
+    """Drops the ``messages`` events of tagged internal model calls from ``stream_events(version="v3")``.
+
+    It runs before LangGraph's built-in transformers (``before_builtins``). A tagged event in this transformer's
+    own namespace is dropped from the raw event log; before it is dropped it is made invisible to the messages
+    projection too (a streamed ``message-start`` is given the ``"tool"`` role, which ``MessagesTransformer`` skips
+    for the rest of that message; a whole ``AIMessage`` payload is emptied). Events of other namespaces (a
+    subgraph's) are left alone: that namespace's own transformer owns them.
+    """
+
+    before_builtins: ClassVar[bool] = True
+    required_stream_modes: ClassVar[tuple[str, ...]] = ("messages",)
+
+    def __init__(self, scope: tuple[str, ...] = ()) -> None:
+        super().__init__(scope)
+        self._namespace = list(scope)
+
+    def init(self) -> dict[str, Any]:
+        """No projection of its own: this transformer only removes events."""
+        return {}
+
+    def process(self, event: ProtocolEvent) -> bool:
+        """``False`` (drop) for a tagged internal call's ``messages`` event in this namespace; ``True`` otherwise."""
+        if event["method"] != "messages":
+            return True
+        params: Any = event["params"]
+        if params["namespace"] != self._namespace:
+            return True
+        payload, metadata = params["data"]
+        if not is_internal_call(metadata):
+            return True
+        if isinstance(payload, dict) and payload.get("event") == "message-start":
+            payload["role"] = "tool"
+        elif isinstance(payload, BaseMessage):
+            params["data"] = (None, metadata)
+        return False
