@@ -147,7 +147,7 @@ def main() -> None:
 
         proof, _ = ask(agent, "prove that 2*2 is 4", thread, use_async)
         check(models["strong"].call_count == 2, "both model calls of the run (tool loop) use the strong model")
-        check(proof["model_route"]["probabilities"] == {"fast": 0.1, "strong": 0.9}, "the answer is kept in state")
+        check(proof["model_route"].probabilities == {"fast": 0.1, "strong": 0.9}, "the answer is kept in state")
         check(proof["messages"][-1].content.startswith("[strong]"), "the final answer comes from the strong model")
 
         unsure, events = ask(agent, "capital of Peru?", thread, use_async)

@@ -71,6 +71,7 @@ from middleware_kit.middlewares.llm_tool_emulator import (
 )
 from middleware_kit.middlewares.llm_tool_selector import (
     LLMToolSelectorMiddleware,
+    ToolSelectionError,
 )
 from middleware_kit.middlewares.loop_guard import (
     LoopGuardMiddleware,
@@ -225,6 +226,11 @@ __all__ = [
     "ReviewConfig",
     "RoutingError",
     "ShellSessionError",
+    "ShellEnvironmentError",
+    "ShellSession",
+    "CommandExecutionResult",
+    "UnsupportedPolicyOptionError",
+    "ToolSelectionError",
     "ShellToolMiddleware",
     "ShellToolState",
     "SummarizationMiddleware",

@@ -6,8 +6,9 @@ description and up to ``context_messages`` (30) recent messages. Below ``thresho
 it the call is answered with an error ``ToolMessage`` and the tool never runs. Tools not listed are not classified.
 
 The classifier may be a LangChain decision model (``langchain_core.decisions.BaseDecisionModel``, asked a ``Noul``
-question as in LangChain 1.5) or, beyond LangChain, any chat model (asked for a probability from 0 to 1, or yes/no),
-e.g. ``ScriptedChatModel`` in tests. Its calls are tagged ``nostream``.
+question with id ``"is_risky"`` about the state ``{"messages", "tool_call": {"id", "name", "args"},
+"tool_description"}`` as in LangChain 1.5) or, beyond LangChain, any chat model (asked for a probability from 0 to
+1, or yes/no), e.g. ``ScriptedChatModel`` in tests. Its calls are tagged ``nostream``.
 
 **Human review instead of blocking** (beyond LangChain, whose auto mode only blocks): give
 ``HumanInTheLoopMiddleware(interrupt_on=auto.interrupt_on())`` the policy this middleware builds. Low-risk calls then
@@ -30,7 +31,8 @@ import json
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
+from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Literal, cast
 
@@ -39,7 +41,9 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage, ToolCall, ToolMessage, get_buffer_string
 from langchain_core.tools import BaseTool
 from langgraph.errors import GraphBubbleUp
+from pydantic_core import ValidationError
 
+from middleware_kit.drive import Step, acall_step, call_step, run_async, run_sync
 from middleware_kit.errors import MiddlewareConfigError, MiddlewareError
 from middleware_kit.hooks import AsyncToolHandler, ToolHandler, ToolResult
 from middleware_kit.middleware import AgentMiddleware
@@ -47,6 +51,7 @@ from middleware_kit.middlewares._frozen import FrozenConfig
 from middleware_kit.middlewares._model_arg import internal_call_config, resolve_chat_model, tool_names
 from middleware_kit.middlewares._stream import emit
 from middleware_kit.middlewares.human_in_the_loop import InterruptOnConfig
+from middleware_kit.trace_policy import TracePolicy, omit_payload
 from middleware_kit.types import ToolCallRequest
 
 __all__ = ["DEFAULT_INSTRUCTIONS", "AutoModeMiddleware", "ClassificationError"]
@@ -60,13 +65,77 @@ DEFAULT_INSTRUCTIONS = (
 """The question the classifier answers when ``instructions`` is not given."""
 
 _NAME = "AutoModeMiddleware"
-_QUESTION = "risky"
+_QUESTION = "is_risky"
 _MEMO_SIZE = 1024
 _NUMBER = re.compile(r"(?<![\w.])(0(?:\.\d+)?|1(?:\.0+)?|\.\d+)(?![\w.])")
 
 
 class ClassificationError(MiddlewareError, ValueError):
     """The classifier's answer could not be read as a probability."""
+
+
+@dataclass(frozen=True)
+class AutoModeConfig:
+    """The validated configuration (``AutoModeMiddleware.config``, as LangChain's)."""
+
+    tools: tuple[str | BaseTool, ...]
+    instructions: str
+    criteria: NoulCriteria | None
+
+
+_Classification = Generator[Step, Any, float]
+"""A classification flow: yields the classifier's call as a ``Step``, returns the risk."""
+_CallFlow = Generator["Step | ToolCallRequest", Any, ToolResult]
+"""The wrap hook's flow: yields the classifier's call (a ``Step``) and the request for the next handler."""
+
+
+def _invalid_tools(tools: object) -> ValidationError:
+    """A pydantic ``ValidationError`` (LangChain validates ``tools`` with pydantic) carrying our message."""
+    error = ValueError(
+        f"{_NAME}: tools must be a non-empty list of the tools (or tool names) whose calls are classified; got "
+        f"{tools!r:.60}. Wrap a single tool in a list: tools=[...]."
+    )
+    return ValidationError.from_exception_data(
+        _NAME, [{"type": "value_error", "loc": ("tools",), "input": tools, "ctx": {"error": error}}]
+    )
+
+
+def _calls(handler: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """What the flow's yields mean under ``invoke``: a ``Step`` is the classifier's call, a request the next
+    handler."""
+    return lambda command: call_step(command) if isinstance(command, Step) else handler(command)
+
+
+def _acalls(handler: Callable[[Any], Awaitable[Any]]) -> Callable[[Any], Awaitable[Any]]:
+    """:func:`_calls` under ``ainvoke`` (each result awaited)."""
+    return lambda command: acall_step(command) if isinstance(command, Step) else handler(command)
+
+
+def _checked_classifier(classifier: object) -> BaseDecisionModel | BaseChatModel:
+    if isinstance(classifier, (BaseDecisionModel, BaseChatModel)):
+        return classifier
+    if isinstance(classifier, str):
+        return resolve_chat_model(classifier, middleware=_NAME, parameter="classifier")
+    raise MiddlewareConfigError(
+        f"{_NAME}: classifier must be a BaseDecisionModel or a chat model (or a model name); got "
+        f"{type(classifier).__name__}.",
+        middleware=_NAME,
+        hook="classifier",
+    )
+
+
+def _checked_criteria(criteria: object) -> NoulCriteria | None:
+    if criteria is None or isinstance(criteria, NoulCriteria):
+        return criteria
+    try:
+        return NoulCriteria.model_validate(dict(criteria))  # type: ignore[call-overload]
+    except Exception as exc:
+        raise MiddlewareConfigError(
+            f"{_NAME}: criteria must be NoulCriteria(true=..., false=...) or a dict with 'true'/'false'; "
+            f"got {criteria!r:.80} ({type(exc).__name__}).",
+            middleware=_NAME,
+            hook="criteria",
+        ) from None
 
 
 class AutoModeMiddleware(FrozenConfig, AgentMiddleware):
@@ -82,6 +151,10 @@ class AutoModeMiddleware(FrozenConfig, AgentMiddleware):
         on_error: ``"raise"`` (default): a classifier failure propagates. ``"block"``: the call is blocked.
     """
 
+    trace_policy = TracePolicy(process_inputs=omit_payload)
+    """The hook runs record no payload: conversation context and tool arguments stay out of the middleware's trace
+    runs (as LangChain); the classifier's own run still records what it was asked."""
+
     def __init__(
         self,
         tools: Sequence[str | BaseTool],
@@ -94,28 +167,14 @@ class AutoModeMiddleware(FrozenConfig, AgentMiddleware):
         on_error: Literal["raise", "block"] = "raise",
     ) -> None:
         if isinstance(tools, (str, BaseTool)) or not isinstance(tools, Sequence) or not tools:
-            raise MiddlewareConfigError(
-                f"{_NAME}: tools must be a non-empty list of the tools (or tool names) whose calls are classified; "
-                f"got {tools!r:.60}.",
-                middleware=_NAME,
-                hook="tools",
-            )
+            raise _invalid_tools(tools)
         names = tool_names(tools, middleware=_NAME, parameter="tools")
+        self._tools: tuple[str | BaseTool, ...] = tuple(tools)
         descriptions = {t.name: t.description or "" for t in tools if isinstance(t, BaseTool)}
         self.tools_to_classify: tuple[str, ...] = names
         """Names of the classified tools."""
         self._descriptions: Mapping[str, str] = MappingProxyType(descriptions)
-        if isinstance(classifier, (BaseDecisionModel, BaseChatModel)):
-            self.classifier: BaseDecisionModel | BaseChatModel = classifier
-        elif isinstance(classifier, str):
-            self.classifier = resolve_chat_model(classifier, middleware=_NAME, parameter="classifier")
-        else:
-            raise MiddlewareConfigError(
-                f"{_NAME}: classifier must be a BaseDecisionModel or a chat model (or a model name); got "
-                f"{type(classifier).__name__}.",
-                middleware=_NAME,
-                hook="classifier",
-            )
+        self.classifier: BaseDecisionModel | BaseChatModel = _checked_classifier(classifier)
         if not isinstance(instructions, str) or not instructions.strip():
             raise MiddlewareConfigError(
                 f"{_NAME}: instructions must be a non-empty str (the risk question).",
@@ -123,17 +182,7 @@ class AutoModeMiddleware(FrozenConfig, AgentMiddleware):
                 hook="instructions",
             )
         self.instructions = instructions
-        if criteria is not None and not isinstance(criteria, NoulCriteria):
-            try:
-                criteria = NoulCriteria.model_validate(dict(criteria))
-            except Exception as exc:
-                raise MiddlewareConfigError(
-                    f"{_NAME}: criteria must be NoulCriteria(true=..., false=...) or a dict with 'true'/'false'; "
-                    f"got {criteria!r:.80} ({type(exc).__name__}).",
-                    middleware=_NAME,
-                    hook="criteria",
-                ) from None
-        self.criteria: NoulCriteria | None = criteria
+        self.criteria: NoulCriteria | None = _checked_criteria(criteria)
         if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0 < threshold <= 1:
             raise MiddlewareConfigError(
                 f"{_NAME}: threshold must be a number in (0, 1]; got {threshold!r}.", middleware=_NAME, hook="threshold"
@@ -167,11 +216,12 @@ class AutoModeMiddleware(FrozenConfig, AgentMiddleware):
         recent = self._recent(messages)
         config = internal_call_config(self.name, "classify")
         if isinstance(self.classifier, BaseDecisionModel):
-            state = {
-                "tool_call": {"name": call["name"], "args": dict(call["args"])},
-                "tool_description": description,
+            state: dict[str, Any] = {
                 "messages": recent,
+                "tool_call": {"id": call.get("id"), "name": call["name"], "args": dict(call["args"])},
             }
+            if description:
+                state["tool_description"] = description
             question = Noul(instructions=self.instructions, criteria=self.criteria)
             return {"state": state, "questions": {_QUESTION: question}}, config
         criteria = ""
@@ -206,13 +256,25 @@ class AutoModeMiddleware(FrozenConfig, AgentMiddleware):
             )
         return float(match.group(1))
 
-    def _classify(self, call: ToolCall, description: str, messages: Sequence[Any]) -> float:
+    def _classification(self, call: ToolCall, description: str, messages: Sequence[Any]) -> _Classification:
+        """The risk of ``call``, written once: the classifier's call is the ``Step`` it yields."""
         payload, config = self._inputs(call, description, messages)
-        return self._risk(self.classifier.invoke(payload, config=config))
+        answer = yield Step(self.classifier.invoke, self.classifier.ainvoke, payload, config)
+        return self._risk(answer)
 
-    async def _aclassify(self, call: ToolCall, description: str, messages: Sequence[Any]) -> float:
-        payload, config = self._inputs(call, description, messages)
-        return self._risk(await self.classifier.ainvoke(payload, config=config))
+    def _classify(self, call: ToolCall, description: str, messages: Sequence[Any]) -> float:
+        """:meth:`_classification` under ``invoke`` (the review policy's ``when`` is sync)."""
+        return run_sync(self._classification(call, description, messages))
+
+    @property
+    def _tool_names(self) -> frozenset[str]:
+        """Names of the classified tools (LangChain's attribute)."""
+        return frozenset(self.tools_to_classify)
+
+    @property
+    def config(self) -> AutoModeConfig:
+        """The validated tools, instructions and criteria (LangChain's ``config``)."""
+        return AutoModeConfig(self._tools, self.instructions, self.criteria)
 
     def _description(self, request: ToolCallRequest) -> str:
         tool = request.tool
@@ -269,31 +331,34 @@ class AutoModeMiddleware(FrozenConfig, AgentMiddleware):
         return self._blocked(request, None)
 
     # -- hooks ------------------------------------------------------------------------------------------------------
+    def _call_flow(self, request: ToolCallRequest) -> _CallFlow:
+        """Classify a listed tool's call; run it when low-risk, answer it with an error when risky (one body for
+        :meth:`wrap_tool_call` and :meth:`awrap_tool_call`)."""
+        if request.tool_call["name"] not in self.tools_to_classify:
+            result: ToolResult = yield request
+            return result
+        try:
+            call = request.tool_call
+            risk = yield from self._classification(call, self._description(request), self._messages(request.state))
+        except GraphBubbleUp:
+            raise
+        except Exception as exc:
+            return self._on_failure(request, exc)
+        blocked = self._decide(request, risk)
+        if blocked is not None:
+            return blocked
+        result = yield request
+        return result
+
     def wrap_tool_call(self, request: ToolCallRequest, handler: ToolHandler) -> ToolResult:
         """Classify a listed tool's call; run it when low-risk, answer it with an error when risky."""
-        if request.tool_call["name"] not in self.tools_to_classify:
-            return handler(request)
-        try:
-            risk = self._classify(request.tool_call, self._description(request), self._messages(request.state))
-        except GraphBubbleUp:
-            raise
-        except Exception as exc:
-            return self._on_failure(request, exc)
-        blocked = self._decide(request, risk)
-        return blocked if blocked is not None else handler(request)
+        result: ToolResult = run_sync(self._call_flow(request), _calls(handler))
+        return result
 
     async def awrap_tool_call(self, request: ToolCallRequest, handler: AsyncToolHandler) -> ToolResult:
-        """Async twin of :meth:`wrap_tool_call`."""
-        if request.tool_call["name"] not in self.tools_to_classify:
-            return await handler(request)
-        try:
-            risk = await self._aclassify(request.tool_call, self._description(request), self._messages(request.state))
-        except GraphBubbleUp:
-            raise
-        except Exception as exc:
-            return self._on_failure(request, exc)
-        blocked = self._decide(request, risk)
-        return blocked if blocked is not None else await handler(request)
+        """:meth:`wrap_tool_call` under ``ainvoke`` (the same flow, the classifier and the tool awaited)."""
+        result: ToolResult = await run_async(self._call_flow(request), _acalls(handler))
+        return result
 
     # -- human review instead of blocking ---------------------------------------------------------------------------
     def interrupt_on(

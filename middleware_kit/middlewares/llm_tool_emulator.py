@@ -9,38 +9,54 @@ Beyond LangChain 1.5's version:
 - **Works offline with ``ScriptedChatModel``**: pass ``model=ScriptedChatModel([...])`` and the emulated results are
   scripted (a string per call, or a callable step that reads the emulation prompt). The tool's name, description and
   arguments are in the prompt, so a callable step can answer per tool.
-- The emulator's calls are tagged ``nostream`` (named ``"{name}.emulate"`` in traces): their tokens never reach the
-  user's stream.
+- The emulator's calls are tagged ``nostream`` and carry LangChain's metadata (``lc_source="tool_emulation"`` and the
+  internal-call marker; named ``"{name}.emulate"`` in traces): their tokens never reach the user's stream.
 - Calls to a tool the agent does not have (``request.tool is None``) are emulated when chosen by name, so a dry run
   can cover tools not implemented yet.
 - Each emulated call writes ``{"event": "tool_emulated", "middleware", "tool", "tool_call_id"}`` to the custom
   stream, and its ``ToolMessage`` carries ``response_metadata={"emulated": True}`` so transcripts show what was real.
 
 An error of the emulation model propagates (an emulator is a testing tool: a silent fake answer would hide it).
+
+Without ``model=``, LangChain's default (:data:`DEFAULT_EMULATOR_MODEL`, at ``temperature=1``) is used, with a
+``DeprecationWarning`` as in LangChain 1.5 (pass ``model`` explicitly); it needs ``langchain-anthropic``
+(``ImportError`` otherwise). Model names are resolved through :data:`init_chat_model`, a module global looked up at
+construction (tests may patch it).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+import warnings
+from collections.abc import Awaitable, Callable, Generator, Sequence
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import BaseTool
 
+from middleware_kit.drive import Step, acall_step, call_step, run_async, run_sync
 from middleware_kit.errors import MiddlewareConfigError
 from middleware_kit.hooks import AsyncToolHandler, ToolHandler, ToolResult
 from middleware_kit.middleware import AgentMiddleware
 from middleware_kit.middlewares._frozen import FrozenConfig
-from middleware_kit.middlewares._model_arg import internal_call_config, resolve_chat_model, tool_names
+from middleware_kit.middlewares._model_arg import internal_call_config, tool_names
 from middleware_kit.middlewares._stream import emit
+from middleware_kit.models import resolve_model
 from middleware_kit.types import ToolCallRequest
 
-__all__ = ["DEFAULT_EMULATOR_MODEL", "EMULATION_PROMPT", "LLMToolEmulator"]
+__all__ = ["DEFAULT_EMULATOR_MODEL", "EMULATION_PROMPT", "LLMToolEmulator", "init_chat_model"]
 
-DEFAULT_EMULATOR_MODEL = "anthropic:claude-sonnet-4-5"
-"""The emulation model when ``model`` is not given (LangChain's default; needs ``middleware_kit.models``)."""
+DEFAULT_EMULATOR_MODEL = "anthropic:claude-sonnet-4-5-20250929"
+"""The emulation model when ``model`` is not given (LangChain's default, deprecated there too; needs
+``langchain-anthropic``)."""
+
+init_chat_model: Callable[..., BaseChatModel] = resolve_model
+"""Resolves a model name to a chat model (``init_chat_model(name, temperature=1)``, as LangChain); looked up at
+construction, so tests may patch it (``mock.patch("...llm_tool_emulator.init_chat_model")``)."""
+
+_Emulation = Generator["Step | ToolCallRequest", Any, ToolResult]
+"""The wrap hook's flow: yields the emulation model's call (a ``Step``) or the request for the next handler."""
 
 EMULATION_PROMPT = """You are emulating a tool for a test or a dry run: answer exactly as the tool would.
 
@@ -83,9 +99,7 @@ class LLMToolEmulator(FrozenConfig, AgentMiddleware):
         """True when every tool is emulated."""
         self.tools_to_emulate: frozenset[str] = frozenset(names)
         """Names of the emulated tools (empty when ``emulate_all``)."""
-        self.model: BaseChatModel = resolve_chat_model(
-            DEFAULT_EMULATOR_MODEL if model is None else model, middleware=_NAME, parameter="model"
-        )
+        self.model: BaseChatModel = _emulation_model(model)
         """The emulation model."""
 
     def _emulates(self, request: ToolCallRequest) -> bool:
@@ -113,16 +127,79 @@ class LLMToolEmulator(FrozenConfig, AgentMiddleware):
             response_metadata={"emulated": True},
         )
 
-    def wrap_tool_call(self, request: ToolCallRequest, handler: ToolHandler) -> ToolResult:
-        """Emulate the call when its tool is chosen; run the tool otherwise."""
+    def _emulation(self, request: ToolCallRequest) -> _Emulation:
+        """Emulate the call when its tool is chosen, run the tool otherwise; one body for :meth:`wrap_tool_call` and
+        :meth:`awrap_tool_call` (the emulation model's call is the ``Step`` it yields)."""
         if not self._emulates(request):
-            return handler(request)
-        reply = self.model.invoke(self._prompt(request), config=internal_call_config(self.name, "emulate"))
+            result: ToolResult = yield request
+            return result
+        model = self.model
+        config = internal_call_config(self.name, "emulate")
+        reply = yield Step(model.invoke, model.ainvoke, self._prompt(request), config)
         return self._result(request, reply)
 
+    def wrap_tool_call(self, request: ToolCallRequest, handler: ToolHandler) -> ToolResult:
+        """Emulate the call when its tool is chosen; run the tool otherwise."""
+        result: ToolResult = run_sync(self._emulation(request), _calls(handler))
+        return result
+
     async def awrap_tool_call(self, request: ToolCallRequest, handler: AsyncToolHandler) -> ToolResult:
-        """Async twin of :meth:`wrap_tool_call`."""
-        if not self._emulates(request):
-            return await handler(request)
-        reply = await self.model.ainvoke(self._prompt(request), config=internal_call_config(self.name, "emulate"))
-        return self._result(request, reply)
+        """:meth:`wrap_tool_call` under ``ainvoke`` (the same flow, the calls awaited)."""
+        result: ToolResult = await run_async(self._emulation(request), _acalls(handler))
+        return result
+
+
+def _calls(handler: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """What the flow's yields mean under ``invoke``: a ``Step`` is the emulation call, a request the next handler."""
+    return lambda command: call_step(command) if isinstance(command, Step) else handler(command)
+
+
+def _acalls(handler: Callable[[Any], Awaitable[Any]]) -> Callable[[Any], Awaitable[Any]]:
+    """:func:`_calls` under ``ainvoke`` (each result awaited)."""
+    return lambda command: acall_step(command) if isinstance(command, Step) else handler(command)
+
+
+def _emulation_model(model: object) -> BaseChatModel:
+    """The ``model=`` argument as a chat model: an instance as it is, a name through :data:`init_chat_model` (at
+    ``temperature=1``, as LangChain), None LangChain's deprecated default."""
+    if isinstance(model, BaseChatModel):
+        return model
+    if model is None:
+        warnings.warn(
+            f"LLMToolEmulator's default model ({DEFAULT_EMULATOR_MODEL!r}) is deprecated and will be removed in a "
+            f"future release. Pass `model` explicitly instead.",
+            DeprecationWarning,
+            stacklevel=4,
+        )
+        try:
+            return init_chat_model(DEFAULT_EMULATOR_MODEL, temperature=1)
+        except (ImportError, MiddlewareConfigError) as exc:
+            raise ImportError(
+                f"{_NAME}'s default model ({DEFAULT_EMULATOR_MODEL!r}) requires `langchain-anthropic` to be "
+                f"installed. Install it with `pip install langchain-anthropic`, or pass `model=...` explicitly "
+                f"(e.g. ScriptedChatModel([...]) in tests)."
+            ) from exc
+    if not isinstance(model, str):
+        raise MiddlewareConfigError(
+            f"{_NAME}: model must be a BaseChatModel instance or a model name such as 'openai:gpt-4o-mini'; got "
+            f"{type(model).__name__} ({model!r:.60}).",
+            middleware=_NAME,
+            hook="model",
+        )
+    try:
+        resolved = init_chat_model(model, temperature=1)
+    except Exception as exc:
+        raise MiddlewareConfigError(
+            f"{_NAME}: model={model!r} could not be resolved to a chat model ({type(exc).__name__}: {exc}). Pass a "
+            f"model instance instead.",
+            middleware=_NAME,
+            hook="model",
+        ) from exc
+    if not isinstance(resolved, BaseChatModel):
+        raise MiddlewareConfigError(
+            f"{_NAME}: model={model!r} resolved to {type(resolved).__name__}, not a chat model. Pass a model "
+            f"instance instead.",
+            middleware=_NAME,
+            hook="model",
+        )
+    return resolved

@@ -8,12 +8,17 @@ dicts are never filtered.
 Beyond LangChain 1.5's version:
 
 - **The selector's tokens never reach the user's stream**: its call is tagged ``nostream`` (and
-  ``middleware_kit:tool_selection``, named ``"{name}.select_tools"`` in traces), so ``stream_mode="messages"`` shows
-  only the main model.
-- **A selector failure never breaks the run**: a selection model that raises, an answer that cannot be parsed (no
-  ``tools`` key, not a list, free text), or no user message to select for: the call goes ahead with every tool and a
-  ``tool_selection_failed`` event says why. Names the selector invents are dropped (reported as ``invalid``), not
-  raised. LangGraph control flow (``GraphInterrupt``) and cancellation still propagate.
+  ``middleware_kit:select_tools``, named ``"{name}.select_tools"`` in traces) and carries LangChain's metadata
+  (``lc_source="tool_selection"`` and the internal-call marker), so ``stream_mode="messages"`` and
+  ``stream_events(version="v3")`` show only the main model.
+- **A malformed answer** (no ``tools`` list, free text) is asked again up to ``max_retries`` times (default 1), then
+  handled by ``on_parsing_failure`` as in LangChain 1.5: ``"error"`` (default) raises :class:`ToolSelectionError`
+  (a ``ValueError``), ``"none"`` sends no selectable tool, ``"all"`` every tool, a list of names those tools, a
+  callable ``fn(last_answer) -> names`` its names (``last_answer`` is the ``tools`` call's arguments, else the
+  message). Fallback selections are not capped by ``max_tools``.
+- **A selection model that raises, or no user message to select for, never breaks the run**: the call goes ahead
+  with every tool and a ``tool_selection_failed`` event says why. Names the selector invents are dropped (reported
+  as ``invalid``), not raised. LangGraph control flow (``GraphInterrupt``) and cancellation still propagate.
 - A tool the request's ``tool_choice`` forces is always kept (the provider would reject a call forcing a tool it
   was not sent).
 - **The selection keeps the request's tool order**, so the tool block of the prompt stays byte-stable for prompt
@@ -29,24 +34,33 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Generator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, TypeAlias
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langchain_core.tools import BaseTool
 from langgraph.errors import GraphBubbleUp
 
-from middleware_kit.errors import MiddlewareConfigError
+from middleware_kit.drive import Step, acall_step, call_step, run_async, run_sync
+from middleware_kit.errors import MiddlewareConfigError, MiddlewareError
 from middleware_kit.hooks import AsyncModelHandler, ModelHandler
 from middleware_kit.middleware import AgentMiddleware
 from middleware_kit.middlewares._frozen import FrozenConfig
-from middleware_kit.middlewares._model_arg import internal_call_config, resolve_chat_model, tool_names
+from middleware_kit.middlewares._model_arg import internal_call_config, tool_names
 from middleware_kit.middlewares._stream import emit
+from middleware_kit.models import resolve_model
 from middleware_kit.types import ModelRequest, ModelResponse
 
-__all__ = ["DEFAULT_SYSTEM_PROMPT", "SELECT_TOOLS_NAME", "LLMToolSelectorMiddleware"]
+__all__ = [
+    "DEFAULT_SYSTEM_PROMPT",
+    "SELECT_TOOLS_NAME",
+    "LLMToolSelectorMiddleware",
+    "OnParsingFailure",
+    "ToolSelectionError",
+    "init_chat_model",
+]
 
 DEFAULT_SYSTEM_PROMPT = "Your goal is to select the most relevant tools for answering the user's query."
 """The selection model's instructions when ``system_prompt`` is not given (LangChain's default)."""
@@ -54,6 +68,17 @@ SELECT_TOOLS_NAME = "select_tools"
 """Name of the tool the selection model is asked to call with ``{"tools": [names]}``."""
 
 _NAME = "LLMToolSelectorMiddleware"
+_POLICIES = ("error", "none", "all")
+
+OnParsingFailure: TypeAlias = "Literal['error', 'none', 'all'] | list[str] | Callable[[Any], list[str]]"
+"""What happens when the selection model's answer is still malformed after ``max_retries`` retries (LangChain's)."""
+
+init_chat_model: Callable[..., BaseChatModel] = resolve_model
+"""Resolves a ``model=`` name (``"openai:gpt-4o-mini"``) to a chat model; looked up when a selector is constructed,
+so tests may patch it (``mock.patch("...llm_tool_selector.init_chat_model")``)."""
+
+_Selection = Generator["Step | ModelRequest[Any]", Any, Any]
+"""The wrap hook's flow: yields the selection model's calls (``Step``\\ s) and the request for the next handler."""
 
 
 @dataclass(frozen=True)
@@ -67,6 +92,11 @@ class _Plan:
 
 class _SelectionError(Exception):
     """The selection model's answer could not be read as a list of tool names."""
+
+
+class ToolSelectionError(MiddlewareError, ValueError):
+    """The selection model's answer was still malformed after ``max_retries`` retries
+    (``on_parsing_failure="error"``)."""
 
 
 class LLMToolSelectorMiddleware(FrozenConfig, AgentMiddleware):
@@ -88,10 +118,10 @@ class LLMToolSelectorMiddleware(FrozenConfig, AgentMiddleware):
         system_prompt: str = DEFAULT_SYSTEM_PROMPT,
         max_tools: int | None = None,
         always_include: Sequence[str | BaseTool] | None = None,
+        max_retries: int = 1,
+        on_parsing_failure: OnParsingFailure = "error",
     ) -> None:
-        self.model: BaseChatModel | None = (
-            None if model is None else resolve_chat_model(model, middleware=_NAME, parameter="model")
-        )
+        self.model: BaseChatModel | None = None if model is None else _selection_model(model)
         """The selection model (None: the agent's model)."""
         if not isinstance(system_prompt, str) or not system_prompt.strip():
             raise MiddlewareConfigError(
@@ -111,6 +141,15 @@ class LLMToolSelectorMiddleware(FrozenConfig, AgentMiddleware):
         names = tool_names(always_include or (), middleware=_NAME, parameter="always_include")
         self.always_include: tuple[str, ...] = names
         """Names of the tools sent on every call."""
+        if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
+            raise MiddlewareConfigError(
+                f"{_NAME}: max_retries must be >= 0 (an int: how many times a malformed selection is asked again); "
+                f"got {max_retries!r}.",
+                middleware=_NAME,
+                hook="max_retries",
+            )
+        self.max_retries = max_retries
+        self.on_parsing_failure: OnParsingFailure = _checked_policy(on_parsing_failure)
 
     # -- the selection, shared by the sync and async hooks ------------------------------------------------------------
     def _plan(self, request: ModelRequest[Any]) -> _Plan | str | None:
@@ -189,15 +228,15 @@ class LLMToolSelectorMiddleware(FrozenConfig, AgentMiddleware):
             raise _SelectionError(f"the selection holds non-string names: {value!r:.120}")
         return [str(v) for v in value]
 
-    def _apply(self, request: ModelRequest[Any], plan: _Plan, reply: Any) -> ModelRequest[Any]:
-        try:
-            names = self._parse(reply)
-        except _SelectionError as exc:
-            return self._fallback(request, f"unreadable selection: {exc}", None)
+    def _apply(
+        self, request: ModelRequest[Any], plan: _Plan, names: Sequence[str], *, capped: bool = True
+    ) -> ModelRequest[Any]:
+        """``request`` with the selectable tools cut to ``names`` (the first ``max_tools`` of them when
+        ``capped``), plus the tools kept anyway, in the request's order."""
         known = {t.name for t in plan.candidates}
         invalid = list(dict.fromkeys(n for n in names if n not in known))
         chosen = list(dict.fromkeys(n for n in names if n in known))
-        if self.max_tools is not None:
+        if capped and self.max_tools is not None:
             chosen = chosen[: self.max_tools]
         keep = set(chosen) | plan.always
         tools = [t for t in request.tools if not isinstance(t, BaseTool) or t.name in keep]
@@ -225,38 +264,121 @@ class LLMToolSelectorMiddleware(FrozenConfig, AgentMiddleware):
         )
         return request
 
+    def _after_malformed(
+        self, request: ModelRequest[Any], plan: _Plan, reply: Any, error: _SelectionError
+    ) -> ModelRequest[Any]:
+        """The request once every answer was malformed: what ``on_parsing_failure`` says (raise, or a fallback
+        selection that ``max_tools`` does not cap)."""
+        policy = self.on_parsing_failure
+        if policy == "error":
+            raise ToolSelectionError(
+                f"{self.name}: the selection model returned a malformed response after {self.max_retries} retries "
+                f"(expected a 'tools' list of tool names): {error}. Fix: pass on_parsing_failure='all' (send every "
+                f"tool), 'none', a list of tool names or a callable, or raise max_retries.",
+                middleware=self.name,
+                hook="wrap_model_call",
+            )
+        self._fallback(request, f"unreadable selection: {error}", None)
+        if policy == "all":
+            return request
+        if policy == "none":
+            names: Sequence[str] = []
+        elif callable(policy):
+            names = policy(_last_answer(reply))
+        else:
+            names = policy
+        return self._apply(request, plan, names, capped=False)
+
+    def _selection(self, request: ModelRequest[Any]) -> _Selection:
+        """Select the tools, then call the model with them; written once for :meth:`wrap_model_call` and
+        :meth:`awrap_model_call` (the selection model's calls are the ``Step``\\ s it yields)."""
+        plan = self._plan(request)
+        if isinstance(plan, _Plan):
+            request = yield from self._selected(request, plan)
+        elif isinstance(plan, str):
+            request = self._fallback(request, plan, None)
+        return (yield request)
+
+    def _selected(self, request: ModelRequest[Any], plan: _Plan) -> Generator[Step, Any, ModelRequest[Any]]:
+        selector = self._selector(request, plan)
+        config = internal_call_config(self.name, "select_tools")
+        for _attempt in range(self.max_retries + 1):
+            try:
+                reply = yield Step(selector.invoke, selector.ainvoke, list(plan.messages), config)
+            except GraphBubbleUp:
+                raise
+            except Exception as exc:
+                return self._fallback(request, "the selection model raised", exc)
+            try:
+                names = self._parse(reply)
+            except _SelectionError as exc:
+                error = exc
+                continue
+            return self._apply(request, plan, names)
+        return self._after_malformed(request, plan, reply, error)
+
     # -- hooks ------------------------------------------------------------------------------------------------------
     def wrap_model_call(self, request: ModelRequest[Any], handler: ModelHandler) -> ModelResponse[Any]:
-        """Select the tools, then call the model with them (with all of them if selection fails)."""
-        plan = self._plan(request)
-        if plan is None:
-            return handler(request)
-        if isinstance(plan, str):
-            return handler(self._fallback(request, plan, None))
-        config = internal_call_config(self.name, "select_tools")
-        try:
-            reply = self._selector(request, plan).invoke(list(plan.messages), config=config)
-        except GraphBubbleUp:
-            raise
-        except Exception as exc:
-            return handler(self._fallback(request, "the selection model raised", exc))
-        return handler(self._apply(request, plan, reply))
+        """Select the tools, then call the model with them."""
+        result: ModelResponse[Any] = run_sync(self._selection(request), _calls(handler))
+        return result
 
     async def awrap_model_call(self, request: ModelRequest[Any], handler: AsyncModelHandler) -> ModelResponse[Any]:
-        """Async twin of :meth:`wrap_model_call`."""
-        plan = self._plan(request)
-        if plan is None:
-            return await handler(request)
-        if isinstance(plan, str):
-            return await handler(self._fallback(request, plan, None))
-        config = internal_call_config(self.name, "select_tools")
-        try:
-            reply = await self._selector(request, plan).ainvoke(list(plan.messages), config=config)
-        except GraphBubbleUp:
-            raise
-        except Exception as exc:
-            return await handler(self._fallback(request, "the selection model raised", exc))
-        return await handler(self._apply(request, plan, reply))
+        """:meth:`wrap_model_call` under ``ainvoke`` (the same flow, the calls awaited)."""
+        result: ModelResponse[Any] = await run_async(self._selection(request), _acalls(handler))
+        return result
+
+
+def _calls(handler: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """What the flow's yields mean under ``invoke``: a ``Step`` is a selection call, a request the next handler."""
+    return lambda command: call_step(command) if isinstance(command, Step) else handler(command)
+
+
+def _acalls(handler: Callable[[Any], Awaitable[Any]]) -> Callable[[Any], Awaitable[Any]]:
+    """:func:`_calls` under ``ainvoke`` (each result awaited)."""
+    return lambda command: acall_step(command) if isinstance(command, Step) else handler(command)
+
+
+def _last_answer(reply: Any) -> Any:
+    """What a callable ``on_parsing_failure`` receives: the arguments of the selection call, else the reply."""
+    if isinstance(reply, AIMessage) and reply.tool_calls:
+        call = next((c for c in reply.tool_calls if c["name"] == SELECT_TOOLS_NAME), reply.tool_calls[0])
+        return call["args"]
+    return reply
+
+
+def _selection_model(model: object) -> BaseChatModel:
+    if isinstance(model, BaseChatModel):
+        return model
+    if not isinstance(model, str):
+        raise MiddlewareConfigError(
+            f"{_NAME}: model must be a BaseChatModel instance, a model name such as 'openai:gpt-4o-mini', or None "
+            f"(the agent's model); got {type(model).__name__} ({model!r:.60}).",
+            middleware=_NAME,
+            hook="model",
+        )
+    try:
+        return init_chat_model(model)
+    except Exception as exc:
+        raise MiddlewareConfigError(
+            f"{_NAME}: model={model!r} could not be resolved to a chat model ({type(exc).__name__}: {exc}). Pass a "
+            f"model instance instead.",
+            middleware=_NAME,
+            hook="model",
+        ) from exc
+
+
+def _checked_policy(policy: object) -> OnParsingFailure:
+    if policy in _POLICIES or callable(policy):
+        return policy  # type: ignore[return-value]
+    if isinstance(policy, (list, tuple)) and all(isinstance(n, str) for n in policy):
+        return list(policy)
+    raise MiddlewareConfigError(
+        f"{_NAME}: on_parsing_failure must be 'error', 'none', 'all', a list of tool names or a callable "
+        f"fn(last_answer) -> list of tool names; got {policy!r:.60}.",
+        middleware=_NAME,
+        hook="on_parsing_failure",
+    )
 
 
 _SPLIT = re.compile(r"[,\n]+")

@@ -1,62 +1,79 @@
 """``ModelRouterMiddleware`` and ``ModelChoice``: pick the agent's model for a run from the user's latest message.
 
 Once per run (``before_agent``: not again when a run resumes from an interrupt), a classifier picks one of the named
-``choices`` for the latest human message. The answer is stored in state under ``model_route`` (a plain mapping:
-``{"choice", "probabilities", "confidence"}``, so every checkpointer can persist it) and every model call of the run
-uses the chosen model. ``model_route`` of ``None`` (no human message, a low-confidence answer, or a classifier failure
-with ``on_error="default"``) means the agent's own model.
+``choices`` for the latest human message. The complete answer, a ``langchain_core.decisions.ChoiceAnswer`` (label,
+probabilities, confidence), is stored in state under ``model_route`` (as LangChain 1.5; the state schema declares
+its type, so LangGraph's strict checkpoint deserialization allows it) and every model call of the run uses the
+chosen model. ``model_route`` of ``None`` (a low-confidence answer, or a classifier failure with
+``on_error="default"``) means the agent's own model. A run without a human message is an error
+(``RoutingError``, a ``ValueError``), as in LangChain, unless ``on_error="default"``.
 
 The classifier may be:
 
-- a LangChain decision model (``langchain_core.decisions.BaseDecisionModel``), asked a ``Choice`` question whose
-  criteria are the choices' ``criteria`` (as LangChain 1.5);
+- a LangChain decision model (``langchain_core.decisions.BaseDecisionModel``), asked a ``Choice`` question (id
+  ``"model_route"``) whose criteria are the choices' ``criteria`` (as LangChain 1.5);
 - a chat model (a "routing model", e.g. a small fast one, or ``ScriptedChatModel`` in tests), asked to answer one
-  label; its answer has no probabilities (``probabilities={}``, ``confidence=None``);
-- a rule: a function ``rule(message: HumanMessage) -> label | None``.
+  label; its answer is recorded with probability 1 (``probabilities={label: 1.0}``, ``confidence=1.0``);
+- a rule: a function ``rule(message: HumanMessage) -> label | None`` (recorded the same way).
 
 Beyond LangChain 1.5's version: chat models and rules as classifiers; ``min_confidence`` (below it the agent's model
 is used); ``on_error="default"`` to keep serving with the agent's model when the classifier fails (default
 ``"raise"``, as LangChain: a classifier failure ends the run rather than silently picking another model); the
 routing call is tagged ``nostream`` so a chat-model router's tokens never reach the user's stream; and a
 ``model_routed`` event: ``{"event": "model_routed", "middleware", "route", "confidence", "reason"}``.
+
+Model names in ``choices`` are resolved through :data:`init_chat_model` (a module global looked up at call time, as
+LangChain's; tests may patch it).
 """
 
 from __future__ import annotations
 
 import re
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypeAlias
+from typing import Any, Literal, NotRequired, TypeAlias
 
+from langchain_core._api import LangChainBetaWarning
 from langchain_core.decisions import BaseDecisionModel, Choice, ChoiceAnswer, Content
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from langgraph.errors import GraphBubbleUp
 from langgraph.runtime import Runtime
 from pydantic import JsonValue
-from typing_extensions import TypedDict
+from pydantic_core import ValidationError
 
-from middleware_kit.drive import sync_twin
+from middleware_kit.drive import Step, Steps, run_async, run_sync
 from middleware_kit.errors import MiddlewareConfigError, MiddlewareError
 from middleware_kit.flow import ModelCallFlow, ModelCallFlowHooks
 from middleware_kit.middleware import AgentMiddleware
 from middleware_kit.middlewares._frozen import FrozenConfig
-from middleware_kit.middlewares._model_arg import internal_call_config, resolve_chat_model
+from middleware_kit.middlewares._model_arg import internal_call_config
 from middleware_kit.middlewares._stream import emit
+from middleware_kit.models import resolve_model
+from middleware_kit.trace_policy import TracePolicy, omit_payload
 from middleware_kit.types import AgentState, ModelRequest
 
 __all__ = [
     "ModelChoice",
-    "ModelRoute",
     "ModelRouterMiddleware",
     "ModelRouterState",
+    "RouterConfig",
     "RouteRule",
     "RoutingError",
+    "init_chat_model",
 ]
 
 _NAME = "ModelRouterMiddleware"
-_QUESTION = "route"
+_QUESTION = "model_route"
+_BETA_MESSAGE = f"The middleware `{_NAME}` is in beta. It is actively being worked on, so the API may change."
+_beta_warned = False
+"""Whether the beta warning was given (once per process, as LangChain's ``@beta``)."""
+
+init_chat_model: Callable[..., BaseChatModel] = resolve_model
+"""Resolves a model name in ``choices`` (``"openai:gpt-4o-mini"``) to a chat model; looked up when a router is
+constructed, so tests may patch it (``mock.patch("...model_router.init_chat_model")``)."""
 
 RouteRule: TypeAlias = Callable[[HumanMessage], "str | None"]
 """A routing rule: the latest human message in, a choice's label (or None: the agent's model) out."""
@@ -67,64 +84,98 @@ class ModelChoice:
     """A model available to the router and the criterion for selecting it."""
 
     model: str | BaseChatModel
-    """A chat model, or a model name (resolved through ``middleware_kit.models`` when installed)."""
+    """A chat model, or a model name (resolved through :data:`init_chat_model`)."""
     criteria: JsonValue
     """Description of the tasks suited to the model (text, or any JSON the classifier understands)."""
-
-
-class ModelRoute(TypedDict):
-    """The routing answer stored in state under ``model_route``."""
-
-    choice: str
-    """The label of the chosen :class:`ModelChoice`."""
-    probabilities: dict[str, float]
-    """Probability of each label (empty when the classifier gives none: chat models and rules)."""
-    confidence: float | None
-    """The classifier's confidence in ``choice`` from 0 to 1 (None when it gives none)."""
 
 
 class ModelRouterState(AgentState):
     """State of an agent with a :class:`ModelRouterMiddleware`."""
 
-    model_route: NotRequired[ModelRoute | None]
-    """This run's route; None means the agent's own model."""
+    model_route: NotRequired[ChoiceAnswer | None]
+    """This run's routing answer; None means the agent's own model."""
+
+
+@dataclass(frozen=True)
+class RouterConfig:
+    """The validated routing configuration (``ModelRouterMiddleware.config``, as LangChain's)."""
+
+    choices: Mapping[str, ModelChoice]
+    instructions: Content
 
 
 class RoutingError(MiddlewareError, ValueError):
-    """The classifier's answer names no choice (``on_error="raise"``)."""
+    """No route can be chosen: the state has no human message, or the classifier's answer names no choice
+    (``on_error="raise"``)."""
 
 
-async def _aroute(
-    self: ModelRouterMiddleware, state: ModelRouterState, runtime: Runtime[Any]
-) -> dict[str, Any] | None:
-    """``ModelRouterMiddleware.abefore_agent``: classify the latest human message once per run and store the route in
-    state. Written once: ``before_agent`` is this body with the classifier called by ``invoke``
-    (:func:`middleware_kit.drive.sync_twin`)."""
-    message = self._latest_human(state)
-    if message is None:
-        return self._decide(runtime, None, "no human message")
+def _invalid(field: str, value: object, message: str) -> ValidationError:
+    """A pydantic ``ValidationError`` (LangChain validates the router's configuration with pydantic) carrying our
+    message, which names the middleware and the fix."""
+    error = ValueError(f"{_NAME}: {message}")
+    return ValidationError.from_exception_data(
+        _NAME, [{"type": "value_error", "loc": (field,), "input": value, "ctx": {"error": error}}]
+    )
+
+
+def _warn_beta() -> None:
+    global _beta_warned
+    if not _beta_warned:
+        _beta_warned = True
+        warnings.warn(_BETA_MESSAGE, LangChainBetaWarning, stacklevel=4)
+
+
+def _resolve(value: object, parameter: str) -> BaseChatModel:
+    """``value`` as a chat model: an instance as it is, a name through :data:`init_chat_model`."""
+    if isinstance(value, BaseChatModel):
+        return value
+    if not isinstance(value, str):
+        raise MiddlewareConfigError(
+            f"{_NAME}: {parameter} must be a BaseChatModel instance or a model name such as 'openai:gpt-4o-mini'; "
+            f"got {type(value).__name__} ({value!r:.60}).",
+            middleware=_NAME,
+            hook=parameter,
+        )
     try:
-        response = None
-        if self._is_model():
-            response = await self.classifier.ainvoke(  # type: ignore[union-attr]
-                self._classifier_input(message), config=internal_call_config(self.name, "route")
-            )
-        return self._after_answer(runtime, message, response)
-    except GraphBubbleUp:
-        raise
+        return init_chat_model(value)
     except Exception as exc:
-        return self._failed(runtime, exc)
+        raise MiddlewareConfigError(
+            f"{_NAME}: {parameter}={value!r} could not be resolved to a chat model ({type(exc).__name__}: {exc}). "
+            f"Pass a model instance instead.",
+            middleware=_NAME,
+            hook=parameter,
+        ) from exc
 
 
-if TYPE_CHECKING:
+def _checked_choices(choices: object) -> dict[str, ModelChoice]:
+    if not isinstance(choices, Mapping) or not choices:
+        raise _invalid(
+            "choices", choices, f"choices must be a non-empty mapping of label -> ModelChoice; got {choices!r:.80}."
+        )
+    for label, choice in choices.items():
+        if not isinstance(label, str) or not label:
+            raise _invalid("choices", choices, f"choice labels must be non-empty strings; got {label!r}.")
+        if not isinstance(choice, ModelChoice):
+            raise _invalid(
+                "choices",
+                choices,
+                f"choices[{label!r}] must be a ModelChoice(model, criteria); got {type(choice).__name__}.",
+            )
+    return dict(choices)
 
-    def _route(
-        self: ModelRouterMiddleware, state: ModelRouterState, runtime: Runtime[Any]
-    ) -> dict[str, Any] | None:
-        """``ModelRouterMiddleware.before_agent``: the sync form of :func:`_aroute`."""
 
-else:
-    _route = sync_twin(_aroute, {"_aroute": "_route", "ainvoke": "invoke"})
+def _checked_instructions(instructions: object) -> Content:
+    if (
+        not isinstance(instructions, (str, dict, list))
+        or not instructions
+        or (isinstance(instructions, str) and not instructions.strip())
+    ):
+        raise _invalid(
+            "instructions",
+            instructions,
+            "instructions must say what to decide, e.g. 'Which model should answer this request?'.",
+        )
+    return instructions
 
 
 class ModelRouterMiddleware(ModelCallFlowHooks, FrozenConfig, AgentMiddleware[ModelRouterState, Any]):
@@ -141,6 +192,8 @@ class ModelRouterMiddleware(ModelCallFlowHooks, FrozenConfig, AgentMiddleware[Mo
     """
 
     state_schema = ModelRouterState
+    trace_policy = TracePolicy(process_inputs=omit_payload)
+    """The hook runs record no payload: the conversation stays out of the router's trace runs (as LangChain)."""
 
     def __init__(
         self,
@@ -151,53 +204,15 @@ class ModelRouterMiddleware(ModelCallFlowHooks, FrozenConfig, AgentMiddleware[Mo
         min_confidence: float | None = None,
         on_error: Literal["raise", "default"] = "raise",
     ) -> None:
-        if not isinstance(choices, Mapping) or not choices:
-            raise MiddlewareConfigError(
-                f"{_NAME}: choices must be a non-empty mapping of label -> ModelChoice; got {choices!r:.80}.",
-                middleware=_NAME,
-                hook="choices",
-            )
-        models: dict[str, BaseChatModel] = {}
-        for label, choice in choices.items():
-            if not isinstance(label, str) or not label:
-                raise MiddlewareConfigError(
-                    f"{_NAME}: choice labels must be non-empty strings; got {label!r}.",
-                    middleware=_NAME,
-                    hook="choices",
-                )
-            if not isinstance(choice, ModelChoice):
-                raise MiddlewareConfigError(
-                    f"{_NAME}: choices[{label!r}] must be a ModelChoice(model, criteria); got {type(choice).__name__}.",
-                    middleware=_NAME,
-                    hook="choices",
-                )
-            models[label] = resolve_chat_model(choice.model, middleware=_NAME, parameter=f"choices[{label!r}].model")
-        self.choices: Mapping[str, ModelChoice] = MappingProxyType(dict(choices))
-        self._models: Mapping[str, BaseChatModel] = MappingProxyType(models)
-        if (
-            not isinstance(instructions, (str, dict, list))
-            or not instructions
-            or (isinstance(instructions, str) and not instructions.strip())
-        ):
-            raise MiddlewareConfigError(
-                f"{_NAME}: instructions must say what to decide, e.g. 'Which model should answer this request?'.",
-                middleware=_NAME,
-                hook="instructions",
-            )
-        self.instructions: Content = instructions
-        if isinstance(classifier, (BaseDecisionModel, BaseChatModel)):
-            self.classifier: BaseDecisionModel | BaseChatModel | RouteRule = classifier
-        elif isinstance(classifier, str):
-            self.classifier = resolve_chat_model(classifier, middleware=_NAME, parameter="classifier")
-        elif callable(classifier):
-            self.classifier = classifier
-        else:
-            raise MiddlewareConfigError(
-                f"{_NAME}: classifier must be a BaseDecisionModel, a chat model, a model name or a rule "
-                f"function(message) -> label | None; got {type(classifier).__name__}.",
-                middleware=_NAME,
-                hook="classifier",
-            )
+        _warn_beta()
+        checked = _checked_choices(choices)
+        self.instructions: Content = _checked_instructions(instructions)
+        self.choices: Mapping[str, ModelChoice] = MappingProxyType(checked)
+        self.models: Mapping[str, BaseChatModel] = MappingProxyType(
+            {label: _resolve(c.model, f"choices[{label!r}].model") for label, c in checked.items()}
+        )
+        """The chat model of each choice (model names resolved once, here)."""
+        self.classifier: BaseDecisionModel | BaseChatModel | RouteRule = self._checked_classifier(classifier)
         if min_confidence is not None and (
             isinstance(min_confidence, bool)
             or not isinstance(min_confidence, (int, float))
@@ -215,6 +230,26 @@ class ModelRouterMiddleware(ModelCallFlowHooks, FrozenConfig, AgentMiddleware[Mo
             )
         self.on_error: Literal["raise", "default"] = on_error
 
+    @property
+    def config(self) -> RouterConfig:
+        """The validated choices and instructions (LangChain's ``config``)."""
+        return RouterConfig(self.choices, self.instructions)
+
+    @staticmethod
+    def _checked_classifier(classifier: object) -> BaseDecisionModel | BaseChatModel | RouteRule:
+        if isinstance(classifier, (BaseDecisionModel, BaseChatModel)):
+            return classifier
+        if isinstance(classifier, str):
+            return _resolve(classifier, "classifier")
+        if callable(classifier):
+            return classifier
+        raise MiddlewareConfigError(
+            f"{_NAME}: classifier must be a BaseDecisionModel, a chat model, a model name or a rule "
+            f"function(message) -> label | None; got {type(classifier).__name__}.",
+            middleware=_NAME,
+            hook="classifier",
+        )
+
     # -- classification, shared by the sync and async hooks -----------------------------------------------------------
     def _choice_question(self) -> Choice:
         return Choice(instructions=self.instructions, criteria={k: v.criteria for k, v in self.choices.items()})
@@ -229,7 +264,7 @@ class ModelRouterMiddleware(ModelCallFlowHooks, FrozenConfig, AgentMiddleware[Mo
             HumanMessage(message.content),
         ]
 
-    def _route_of_answer(self, answer: Any) -> ModelRoute:
+    def _route_of_answer(self, answer: Any) -> ChoiceAnswer:
         if isinstance(answer, ChoiceAnswer):
             if answer.choice not in self.choices:
                 raise RoutingError(
@@ -238,11 +273,9 @@ class ModelRouterMiddleware(ModelCallFlowHooks, FrozenConfig, AgentMiddleware[Mo
                     middleware=self.name,
                     hook="before_agent",
                 )
-            return ModelRoute(
-                choice=answer.choice, probabilities=dict(answer.probabilities), confidence=answer.confidence
-            )
+            return answer
         label = self._label_of_text(answer.text if isinstance(answer, BaseMessage) else answer)
-        return ModelRoute(choice=label, probabilities={}, confidence=None)
+        return ChoiceAnswer(type="choice", choice=label, probabilities={label: 1.0}, confidence=1.0)
 
     def _label_of_text(self, text: Any) -> str:
         if not isinstance(text, str):
@@ -265,22 +298,17 @@ class ModelRouterMiddleware(ModelCallFlowHooks, FrozenConfig, AgentMiddleware[Mo
             hook="before_agent",
         )
 
-    def _decide(self, runtime: Any, route: ModelRoute | None, reason: str) -> dict[str, Any]:
-        if (
-            route is not None
-            and self.min_confidence is not None
-            and route["confidence"] is not None
-            and route["confidence"] < self.min_confidence
-        ):
-            reason = f"confidence {route['confidence']:.2f} is below min_confidence {self.min_confidence}"
+    def _decide(self, runtime: Any, route: ChoiceAnswer | None, reason: str) -> dict[str, Any]:
+        if route is not None and self.min_confidence is not None and route.confidence < self.min_confidence:
+            reason = f"confidence {route.confidence:.2f} is below min_confidence {self.min_confidence}"
             route = None
         emit(
             runtime,
             {
                 "event": "model_routed",
                 "middleware": self.name,
-                "route": None if route is None else route["choice"],
-                "confidence": None if route is None else route["confidence"],
+                "route": None if route is None else route.choice,
+                "confidence": None if route is None else route.confidence,
                 "reason": reason,
             },
         )
@@ -291,41 +319,63 @@ class ModelRouterMiddleware(ModelCallFlowHooks, FrozenConfig, AgentMiddleware[Mo
             raise error
         return self._decide(runtime, None, f"classifier failed: {type(error).__name__}: {error}"[:300])
 
-    @staticmethod
-    def _latest_human(state: Mapping[str, Any]) -> HumanMessage | None:
-        return next((m for m in reversed(state.get("messages", ())) if isinstance(m, HumanMessage)), None)
+    def _latest_human(self, state: Mapping[str, Any]) -> HumanMessage:
+        message = next((m for m in reversed(state.get("messages", ())) if isinstance(m, HumanMessage)), None)
+        if message is None:
+            raise RoutingError(
+                f"{self.name} requires a HumanMessage in the agent state to route on. Fix: start the run with a "
+                f"user message, or pass on_error='default' to use the agent's own model in that case.",
+                middleware=self.name,
+                hook="before_agent",
+            )
+        return message
 
     # -- hooks ------------------------------------------------------------------------------------------------------
     def _classifier_input(self, message: HumanMessage) -> Any:
-        """What the model classifier is invoked with (both hooks)."""
+        """What the model classifier is invoked with."""
         if isinstance(self.classifier, BaseDecisionModel):
             return {"state": message, "questions": {_QUESTION: self._choice_question()}}
         return self._chat_prompt(message)
 
-    def _after_answer(self, runtime: Any, message: HumanMessage, response: Any) -> dict[str, Any]:
-        """The state update for the classifier's ``response`` (both hooks; a rule's answer is computed here)."""
+    def _answer(self, message: HumanMessage, response: Any) -> Any:
+        """The classifier's answer: from the model's ``response``, or the rule's (computed here)."""
         if isinstance(self.classifier, BaseDecisionModel):
-            answer: Any = response.choices[_QUESTION]
-        elif isinstance(self.classifier, BaseChatModel):
-            answer = response
-        else:
-            answer = self.classifier(message)
+            return response.choices[_QUESTION]
+        if isinstance(self.classifier, BaseChatModel):
+            return response
+        return self.classifier(message)
+
+    def _route_flow(self, state: Mapping[str, Any], runtime: Any) -> Steps[dict[str, Any]]:
+        """The routing decision, written once: a classifier model's call is the one ``Step`` it yields
+        (``invoke`` under :meth:`before_agent`, ``ainvoke`` under :meth:`abefore_agent`)."""
+        try:
+            message = self._latest_human(state)
+            response = None
+            if isinstance(self.classifier, (BaseDecisionModel, BaseChatModel)):
+                call = (self._classifier_input(message), internal_call_config(self.name, "route"))
+                response = yield Step(self.classifier.invoke, self.classifier.ainvoke, *call)
+            answer = self._answer(message, response)
             if answer is None:
                 return self._decide(runtime, None, "the rule chose no route")
-        return self._decide(runtime, self._route_of_answer(answer), "classified")
+            return self._decide(runtime, self._route_of_answer(answer), "classified")
+        except GraphBubbleUp:
+            raise
+        except Exception as exc:
+            return self._failed(runtime, exc)
 
-    def _is_model(self) -> bool:
-        return isinstance(self.classifier, (BaseDecisionModel, BaseChatModel))
+    def before_agent(self, state: ModelRouterState, runtime: Runtime[Any] | None) -> dict[str, Any] | None:
+        """Classify the latest human message once per run and store the answer in state (``model_route``)."""
+        return run_sync(self._route_flow(state, runtime))
 
-    abefore_agent = _aroute
-    before_agent = _route
+    async def abefore_agent(self, state: ModelRouterState, runtime: Runtime[Any] | None) -> dict[str, Any] | None:
+        """:meth:`before_agent` under ``ainvoke`` (the same flow, the classifier awaited)."""
+        return await run_async(self._route_flow(state, runtime))
 
     def _routed(self, request: ModelRequest[Any]) -> ModelRequest[Any]:
         state = request.state if isinstance(request.state, Mapping) else {}
         route = state.get("model_route")
-        if not route:
-            return request
-        model = self._models.get(route["choice"])
+        label = route.choice if isinstance(route, ChoiceAnswer) else route.get("choice") if route else None
+        model = self.models.get(label) if isinstance(label, str) else None
         return request if model is None else request.override(model=model)
 
     def model_call_flow(self, request: ModelRequest[Any]) -> ModelCallFlow:

@@ -72,7 +72,7 @@ def test_the_reference_example(run: Runner) -> None:
     assert answers["d2"].status == "error"  # at 0.5: blocked, the tool was never invoked
     assert len(classifier.requests) == 2
     state, questions = classifier.requests[0]
-    assert questions["risky"].type == "noul"
+    assert questions["is_risky"].type == "noul"
     assert state["tool_call"]["name"] == "delete_file" and state["tool_description"] == "Delete a file."
     assert len(state["messages"]) == 30
 

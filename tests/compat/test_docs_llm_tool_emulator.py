@@ -13,7 +13,7 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
 
 from middleware_kit import MiddlewareConfigError, create_agent
-from middleware_kit.middlewares import _model_arg
+from middleware_kit.middlewares import llm_tool_emulator
 from middleware_kit.middlewares.llm_tool_emulator import LLMToolEmulator
 from middleware_kit.testing import ScriptedChatModel, tool_call
 from tests.conftest import Runner
@@ -97,7 +97,9 @@ def test_emulate_specific_tools_by_instance_and_none_with_an_empty_list(run: Run
 
 def test_use_a_custom_model_for_emulation(run: Runner, monkeypatch: pytest.MonkeyPatch) -> None:
     custom = emulation_model()
-    monkeypatch.setattr(_model_arg, "_RESOLVE_MODEL", lambda name: custom if name == "claude-sonnet-4-6" else None)
+    monkeypatch.setattr(
+        llm_tool_emulator, "init_chat_model", lambda name, **kw: custom if name == "claude-sonnet-4-6" else None
+    )
     agent4 = create_agent(
         model=agent_model(),
         tools=[get_weather, send_email],
@@ -107,8 +109,12 @@ def test_use_a_custom_model_for_emulation(run: Runner, monkeypatch: pytest.Monke
 
 
 def test_the_default_model_is_langchains_default_not_the_agents(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The page says the default is "the agent's model"; LangChain's code uses "anthropic:claude-sonnet-4-5"
-    (langchain#34274). We do the same; without middleware_kit.models the error says to pass a model."""
-    monkeypatch.setattr(_model_arg, "_RESOLVE_MODEL", None)
-    with pytest.raises(MiddlewareConfigError, match="'anthropic:claude-sonnet-4-5' is a model name"):
+    """The page says the default is "the agent's model"; LangChain's code uses "anthropic:claude-sonnet-4-5-20250929"
+    (langchain#34274), deprecated since 1.5. We do the same; without langchain-anthropic it is an ImportError."""
+
+    def missing(name: str, **kwargs: Any) -> Any:
+        raise MiddlewareConfigError("Unable to import langchain_anthropic", middleware="resolve_model", hook="model")
+
+    monkeypatch.setattr(llm_tool_emulator, "init_chat_model", missing)
+    with pytest.warns(DeprecationWarning), pytest.raises(ImportError, match="'anthropic:claude-sonnet-4-5-20250929'"):
         LLMToolEmulator()

@@ -3,14 +3,14 @@ model_router``; the prebuilt middleware page has no section for it), its example
 chat models and the decision model replaced by ``ScriptedChatModel``s and a scripted ``BaseDecisionModel``. Each test
 asserts what the reference says: the latest human message is classified once before a run, the complete answer
 (label, probabilities, confidence) is kept in state, the selected label's model serves every model call of the run,
-and classifier failures propagate and terminate the run. **Ours:** the answer is kept as a plain mapping (every
-checkpointer persists it), as langchain-openai's ``OpenAIModelRouterMiddleware`` does with ``model_route``."""
+and classifier failures propagate and terminate the run."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
+from langchain_core.decisions import ChoiceAnswer
 from langchain_core.messages import AIMessage, HumanMessage
 
 from middleware_kit import create_agent
@@ -41,15 +41,13 @@ def test_the_reference_example_routes_a_run_with_a_choice_answer(run: Runner) ->
     assert len(classifier.requests) == 1  # classified once, before the run
     state, questions = classifier.requests[0]
     assert state.content == "What is 2 + 2? Use the tool."  # the latest human message
-    assert questions["route"].criteria == {
+    assert questions["model_route"].criteria == {
         "fast": "Simple questions and casual conversation.",
         "strong": "Complex reasoning, math, and coding tasks.",
     }
-    assert result["model_route"] == {
-        "choice": "strong",
-        "probabilities": {"fast": 0.0, "strong": 0.8},
-        "confidence": 0.8,
-    }
+    assert result["model_route"] == ChoiceAnswer(
+        type="choice", choice="strong", probabilities={"fast": 0.0, "strong": 0.8}, confidence=0.8
+    )
 
 
 def test_classifier_failures_propagate_and_terminate_the_run(run: Runner) -> None:

@@ -78,6 +78,10 @@ class _PrivateFinder(importlib.abc.MetaPathFinder):
         return None
 
 
+# LangChain's unit-test environment has langchain-openai but not langchain-anthropic (its pyproject's test group);
+# ours installs both (tests/providers). Hide the latter, as there, so tests written for its absence mean the same.
+sys.modules["langchain_anthropic"] = None  # type: ignore[assignment]
+
 alias._missing = _missing
 alias.install()
 sys.meta_path.insert(0, _PrivateFinder())

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -16,9 +16,9 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
-from pydantic import Field
+from pydantic import Field, ValidationError
 
-from middleware_kit import MiddlewareConfigError, create_agent
+from middleware_kit import MiddlewareConfigError, create_agent, omit_payload
 from middleware_kit.middlewares._frozen import FrozenMiddlewareError
 from middleware_kit.middlewares.auto_mode import DEFAULT_INSTRUCTIONS, AutoModeMiddleware, ClassificationError
 from middleware_kit.middlewares.human_in_the_loop import HumanInTheLoopMiddleware
@@ -111,9 +111,10 @@ def test_the_classifier_gets_a_noul_question_the_call_the_description_and_recent
     mw = AutoModeMiddleware(["delete_file"], classifier=classifier, criteria=criteria)
     run(create_agent(model, [delete_file], middleware=[mw]), {"messages": history})
     state, questions = classifier.requests[0]
-    assert questions["risky"].type == "noul" and questions["risky"].instructions == DEFAULT_INSTRUCTIONS
-    assert questions["risky"].criteria == criteria
-    assert state["tool_call"] == {"name": "delete_file", "args": {"path": "a.txt"}}
+    assert list(questions) == ["is_risky"]
+    assert questions["is_risky"].type == "noul" and questions["is_risky"].instructions == DEFAULT_INSTRUCTIONS
+    assert questions["is_risky"].criteria == criteria
+    assert state["tool_call"] == {"id": "delete_file:a.txt", "name": "delete_file", "args": {"path": "a.txt"}}
     assert state["tool_description"] == "Delete a file permanently."
     assert len(state["messages"]) == 30 and state["messages"][-1].tool_calls[0]["name"] == "delete_file"
 
@@ -301,8 +302,6 @@ def test_a_classifier_failure_sends_the_call_to_a_human(run: Runner) -> None:
 @pytest.mark.parametrize(
     ("kwargs", "parameter", "text"),
     [
-        ({"tools": []}, "tools", "tools must be a non-empty list"),
-        ({"tools": "delete_file"}, "tools", "tools must be a non-empty list"),
         ({"tools": [None]}, "tools", "tools must hold tool names or BaseTool"),
         ({"classifier": 3}, "classifier", "classifier must be a BaseDecisionModel or a chat model"),
         ({"instructions": ""}, "instructions", "instructions must be a non-empty str"),
@@ -321,11 +320,42 @@ def test_constructor_errors_name_the_class_and_parameter(kwargs: dict[str, Any],
     assert (err.value.middleware, err.value.hook) == ("AutoModeMiddleware", parameter)
 
 
+@pytest.mark.parametrize("tools", [[], "delete_file"])
+def test_invalid_tools_are_a_validation_error(tools: Any) -> None:
+    """As LangChain (which validates ``tools`` with pydantic): a ``pydantic.ValidationError``, with our message."""
+    with pytest.raises(ValidationError, match="AutoModeMiddleware: tools must be a non-empty list") as err:
+        AutoModeMiddleware(tools, classifier=ScriptedChatModel([]))
+    assert err.value.errors()[0]["loc"] == ("tools",)
+
+
+def test_config_tool_names_and_trace_policy_match_langchain() -> None:
+    criteria = NoulCriteria(true="Deletes.", false="Reads.")
+    mw = AutoModeMiddleware([delete_file, "read_file"], classifier=ScriptedChatModel([]), criteria=criteria)
+    assert mw._tool_names == {"delete_file", "read_file"}
+    assert mw.config.tools == (delete_file, "read_file") and mw.config.criteria == criteria
+    assert mw.config.instructions == DEFAULT_INSTRUCTIONS
+    assert mw.trace_policy is not None and mw.trace_policy.process_inputs is omit_payload
+
+
+def test_a_tool_without_a_description_sends_none(run: Runner) -> None:
+    @tool(description="")
+    def wipe(path: str) -> str:
+        return "wiped"
+
+    wipe.description = ""
+    classifier = ScriptedDecisionModel(answers=[0.1], requests=[])
+    model = ScriptedChatModel([AIMessage("", tool_calls=[tool_call("wipe", {"path": "x"})]), "ok"])
+    run(create_agent(model, [wipe], middleware=[AutoModeMiddleware(["wipe"], classifier=classifier)]), Q)
+    state, _ = classifier.requests[0]
+    assert "tool_description" not in state
+
+
 def test_configuration_is_frozen_and_replace_makes_a_working_copy(run: Runner) -> None:
     names = ["delete_file"]
     mw = AutoModeMiddleware(names, classifier=ScriptedChatModel(["0.6"], cycle=True), criteria={"true": "risky"})
     names.append("read_file")
     assert mw.tools_to_classify == ("delete_file",) and mw.criteria == NoulCriteria(true="risky")
+    create_agent(ScriptedChatModel([]), [delete_file], middleware=[mw])  # adopted: read-only from now on
     with pytest.raises(FrozenMiddlewareError, match="cannot set 'threshold'"):
         mw.threshold = 0.9
     lenient = mw.replace(threshold=0.7)
@@ -397,7 +427,7 @@ def test_review_descriptions_of_concurrent_runs_never_mix_even_with_equal_call_i
 
     auto = AutoModeMiddleware(["delete_file"], classifier=ScriptedChatModel(["0.9", "0.2"]))
     config = auto.interrupt_on()["delete_file"]
-    when, describe = config["when"], config["description"]
+    when, describe = cast(Any, config["when"]), cast(Any, config["description"])
     call = tool_call("delete_file", {"path": "/home"}, id="call_0")
     state_a = {"messages": [HumanMessage("a"), AIMessage("", tool_calls=[call], id="run-a-msg")]}
     state_b = {"messages": [HumanMessage("b"), AIMessage("", tool_calls=[call], id="run-b-msg")]}

@@ -12,7 +12,8 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from langchain_core.tools import tool
 
 from middleware_kit import MiddlewareConfigError, create_agent
-from middleware_kit.middlewares import _model_arg
+from middleware_kit.internal_calls import INTERNAL_CALL_METADATA_KEY, internal_call_metadata
+from middleware_kit.middlewares import llm_tool_emulator
 from middleware_kit.middlewares._frozen import FrozenMiddlewareError
 from middleware_kit.middlewares.llm_tool_emulator import EMULATION_PROMPT, LLMToolEmulator
 from middleware_kit.testing import ScriptedChatModel, tool_call
@@ -203,17 +204,49 @@ def test_constructor_errors_name_the_class_and_parameter(kwargs: dict[str, Any],
     assert (err.value.middleware, err.value.hook) == ("LLMToolEmulator", parameter)
 
 
-def test_the_default_model_needs_middleware_kit_models(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_model_arg, "_RESOLVE_MODEL", None)
-    with pytest.raises(
-        MiddlewareConfigError, match=r"'anthropic:claude-sonnet-4-5' is a model name.*Pass a model instance"
-    ):
-        LLMToolEmulator()
+def test_the_default_model_is_deprecated_and_resolved_at_temperature_1(monkeypatch: pytest.MonkeyPatch) -> None:
     resolved = ScriptedChatModel(["x"])
-    monkeypatch.setattr(_model_arg, "_RESOLVE_MODEL", lambda name: resolved if name.startswith("anthropic:") else None)
-    assert LLMToolEmulator().model is resolved
+    asked: list[tuple[str, dict[str, Any]]] = []
+
+    def resolve(name: str, **kwargs: Any) -> Any:
+        asked.append((name, kwargs))
+        return resolved if name.startswith("anthropic:") else None
+
+    monkeypatch.setattr(llm_tool_emulator, "init_chat_model", resolve)
+    with pytest.warns(DeprecationWarning, match="default model .* is deprecated"):
+        assert LLMToolEmulator().model is resolved
+    assert asked == [("anthropic:claude-sonnet-4-5-20250929", {"temperature": 1})]
     with pytest.raises(MiddlewareConfigError, match="resolved to NoneType, not a chat model"):
         LLMToolEmulator(model="openai:gpt-4o")
+
+
+def test_without_langchain_anthropic_the_default_model_is_an_import_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    def missing(name: str, **kwargs: Any) -> Any:
+        raise MiddlewareConfigError("Unable to import langchain_anthropic", middleware="resolve_model", hook="model")
+
+    monkeypatch.setattr(llm_tool_emulator, "init_chat_model", missing)
+    with pytest.warns(DeprecationWarning), pytest.raises(ImportError, match="requires `langchain-anthropic`"):
+        LLMToolEmulator(tools=["get_weather"])
+
+
+def test_the_emulation_call_carries_langchains_internal_call_metadata(run: Runner) -> None:
+    seen: list[Any] = []
+
+    class Capturing(ScriptedChatModel):
+        def invoke(self, input: Any, config: Any = None, **kwargs: Any) -> Any:
+            seen.append(config)
+            return super().invoke(input, config, **kwargs)
+
+        async def ainvoke(self, input: Any, config: Any = None, **kwargs: Any) -> Any:
+            seen.append(config)
+            return await super().ainvoke(input, config, **kwargs)
+
+    model = ScriptedChatModel([AIMessage("", tool_calls=[tool_call("get_weather", {"city": "Rome"}, id="w")]), "ok"])
+    emulator = LLMToolEmulator(tools=["get_weather"], model=Capturing(responses=["sunny"]))
+    run(create_agent(model, [get_weather], middleware=[emulator]), {"messages": [HumanMessage("weather?")]})
+    [config] = seen
+    assert config["metadata"]["lc_source"] == "tool_emulation" and "nostream" in config["tags"]
+    assert config["metadata"][INTERNAL_CALL_METADATA_KEY] == internal_call_metadata()[INTERNAL_CALL_METADATA_KEY]
 
 
 def test_configuration_is_frozen_and_replace_makes_a_working_copy(run: Runner) -> None:
@@ -221,6 +254,7 @@ def test_configuration_is_frozen_and_replace_makes_a_working_copy(run: Runner) -
     mw = LLMToolEmulator(tools=chosen, model=ScriptedChatModel([]))
     chosen.append("get_weather")
     assert mw.tools_to_emulate == frozenset({"send_email"}) and not mw.emulate_all
+    create_agent(ScriptedChatModel([]), [get_weather], middleware=[mw])  # adopted: read-only from now on
     with pytest.raises(FrozenMiddlewareError, match="cannot set 'model'"):
         mw.model = ScriptedChatModel([])
     changed = mw.replace(tools=["get_weather"], model=ScriptedChatModel(["fake"]))

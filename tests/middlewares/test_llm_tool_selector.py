@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -15,15 +14,19 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.tools import BaseTool, tool
 
 from middleware_kit import MiddlewareConfigError, create_agent
-from middleware_kit.middlewares import _model_arg
+from middleware_kit.internal_calls import INTERNAL_CALL_METADATA_KEY, internal_call_metadata
+from middleware_kit.middlewares import llm_tool_selector
 from middleware_kit.middlewares._frozen import FrozenMiddlewareError
 from middleware_kit.middlewares.llm_tool_selector import (
     DEFAULT_SYSTEM_PROMPT,
     SELECT_TOOLS_NAME,
     LLMToolSelectorMiddleware,
+    ToolSelectionError,
 )
 from middleware_kit.testing import ScriptedChatModel, tool_call
 from tests.conftest import Runner
+
+_NAME = "LLMToolSelectorMiddleware"
 
 
 @tool
@@ -151,27 +154,85 @@ def test_nothing_to_select_calls_no_selector(run: Runner) -> None:
     assert selector.call_count == 0
 
 
-# -- failures never break the run ---------------------------------------------------------------------------------
-@pytest.mark.parametrize(
-    ("reply", "reason"),
-    [
-        (ConnectionError("selector down"), "the selection model raised"),
-        (AIMessage("", tool_calls=[tool_call(SELECT_TOOLS_NAME, {"names": ["x"]})]), "unreadable selection"),
-        (AIMessage("", tool_calls=[tool_call(SELECT_TOOLS_NAME, {"tools": "get_weather"})]), "unreadable selection"),
-        ("I think you should use the weather tool.", "unreadable selection"),
-        ('{"choice": 1}', "unreadable selection"),
-        ("", "unreadable selection"),
-    ],
-)
-def test_a_selector_failure_falls_back_to_all_tools_with_an_event(mode: str, reply: Any, reason: str) -> None:
+# -- failures ----------------------------------------------------------------------------------------------------
+MALFORMED: list[AIMessage | str] = [
+    AIMessage("", tool_calls=[tool_call(SELECT_TOOLS_NAME, {"names": ["x"]})]),
+    AIMessage("", tool_calls=[tool_call(SELECT_TOOLS_NAME, {"tools": "get_weather"})]),
+    "I think you should use the weather tool.",
+    '{"choice": 1}',
+    "",
+]
+
+
+def test_a_selection_model_that_raises_falls_back_to_all_tools_with_an_event(mode: str) -> None:
     main = ScriptedChatModel(["answer"])
-    agent = create_agent(main, TOOLS, middleware=[LLMToolSelectorMiddleware(model=ScriptedChatModel([reply]))])
+    selector = ScriptedChatModel([ConnectionError("selector down")])
+    agent = create_agent(main, TOOLS, middleware=[LLMToolSelectorMiddleware(model=selector)])
     seen = events(agent, Q, mode)
+    assert main.calls[0].tools == tuple(NAMES) and selector.call_count == 1
+    assert [e["event"] for e in seen] == ["tool_selection_failed"]
+    assert seen[0]["reason"] == "the selection model raised" and seen[0]["middleware"] == "LLMToolSelectorMiddleware"
+    assert seen[0]["error"] == "ConnectionError: selector down"
+
+
+@pytest.mark.parametrize("reply", MALFORMED)
+def test_a_malformed_selection_is_retried_then_raises_by_default(run: Runner, reply: Any) -> None:
+    selector = ScriptedChatModel([reply], cycle=True)
+    main = ScriptedChatModel(["never"])
+    agent = create_agent(main, TOOLS, middleware=[LLMToolSelectorMiddleware(model=selector)])
+    with pytest.raises(ToolSelectionError, match="malformed response after 1 retries") as err:
+        run(agent, Q)
+    assert isinstance(err.value, ValueError) and (err.value.middleware, err.value.hook) == (_NAME, "wrap_model_call")
+    assert selector.call_count == 2 and main.call_count == 0  # the first answer and one retry
+
+
+def test_a_retry_that_answers_well_is_used(run: Runner) -> None:
+    selector = ScriptedChatModel([MALFORMED[0], MALFORMED[2], select("calculator")])
+    main = ScriptedChatModel(["ok"])
+    run(create_agent(main, TOOLS, middleware=[LLMToolSelectorMiddleware(model=selector, max_retries=2)]), Q)
+    assert selector.call_count == 3 and main.calls[0].tools == ("calculator",)
+
+
+def test_settings_may_be_changed_before_an_agent_adopts_the_selector(run: Runner) -> None:
+    """As in LangChain: ``mw.on_parsing_failure = ...`` before ``create_agent``, validated as a constructor argument."""
+    mw = LLMToolSelectorMiddleware(model=ScriptedChatModel([MALFORMED[0]], cycle=True))
+    mw.on_parsing_failure = ["calculator"]
+    mw.max_retries = 0
+    with pytest.raises(MiddlewareConfigError, match="max_retries must be >= 0"):
+        mw.max_retries = -1
+    main = ScriptedChatModel(["ok"])
+    run(create_agent(main, TOOLS, middleware=[mw]), Q)
+    assert main.calls[0].tools == ("calculator",)
+
+
+@pytest.mark.parametrize("reply", MALFORMED)
+def test_on_parsing_failure_all_sends_every_tool_with_an_event(mode: str, reply: Any) -> None:
+    main = ScriptedChatModel(["answer"])
+    mw = LLMToolSelectorMiddleware(model=ScriptedChatModel([reply]), max_retries=0, on_parsing_failure="all")
+    seen = events(create_agent(main, TOOLS, middleware=[mw]), Q, mode)
     assert main.calls[0].tools == tuple(NAMES)
     assert [e["event"] for e in seen] == ["tool_selection_failed"]
-    assert seen[0]["reason"].startswith(reason) and seen[0]["middleware"] == "LLMToolSelectorMiddleware"
-    if isinstance(reply, Exception):
-        assert seen[0]["error"] == "ConnectionError: selector down"
+    assert seen[0]["reason"].startswith("unreadable selection") and seen[0]["error"] is None
+
+
+@pytest.mark.parametrize(
+    ("policy", "sent"),
+    [
+        ("none", ("get_weather",)),
+        (["calculator", "search_web"], ("get_weather", "search_web", "calculator")),  # the request's order
+        (lambda answer: ["send_email"] if answer == {"names": ["x"]} else [], ("get_weather", "send_email")),
+    ],
+)
+def test_fallback_selections_keep_always_include_and_ignore_max_tools(run: Runner, policy: Any, sent: Any) -> None:
+    main = ScriptedChatModel(["ok"])
+    mw = LLMToolSelectorMiddleware(
+        model=ScriptedChatModel([MALFORMED[0]], cycle=True),
+        max_tools=1,
+        always_include=["get_weather"],
+        on_parsing_failure=policy,
+    )
+    run(create_agent(main, TOOLS, middleware=[mw]), Q)
+    assert main.calls[0].tools == sent
 
 
 def test_invented_names_are_dropped_and_reported(mode: str) -> None:
@@ -211,7 +272,8 @@ def test_no_user_message_falls_back_to_all_tools(run: Runner) -> None:
 )
 def test_any_selector_answer_never_breaks_the_run(reply: Any, mode: str) -> None:
     main = ScriptedChatModel(["fine"])
-    agent = create_agent(main, TOOLS, middleware=[LLMToolSelectorMiddleware(model=ScriptedChatModel([reply]))])
+    mw = LLMToolSelectorMiddleware(model=ScriptedChatModel([reply]), max_retries=0, on_parsing_failure="all")
+    agent = create_agent(main, TOOLS, middleware=[mw])
     result = agent.invoke(Q) if mode == "invoke" else asyncio.run(agent.ainvoke(Q))
     assert result["messages"][-1].content == "fine"
     assert set(main.calls[0].tools) <= set(NAMES)
@@ -236,7 +298,8 @@ class _Runs(BaseCallbackHandler):
 
 
 def test_selector_tokens_never_reach_the_messages_stream(mode: str) -> None:
-    selector = ScriptedChatModel(['["get_weather"] SELECTOR-SECRET'], cycle=True)
+    secret = AIMessage("SELECTOR-SECRET", tool_calls=[tool_call(SELECT_TOOLS_NAME, {"tools": ["get_weather"]})])
+    selector = ScriptedChatModel([secret], cycle=True)
     main = ScriptedChatModel(["Sunny in Paris."], cycle=True)
     agent = create_agent(main, TOOLS, middleware=[LLMToolSelectorMiddleware(model=selector)])
     runs = _Runs()
@@ -250,6 +313,25 @@ def test_selector_tokens_never_reach_the_messages_stream(mode: str) -> None:
         asyncio.run(agent.ainvoke(Q, {"callbacks": [runs]}))
     selector_runs = [tags for name, tags in runs.names if name == "LLMToolSelectorMiddleware.select_tools"]
     assert selector_runs and "nostream" in selector_runs[0] and "middleware_kit:select_tools" in selector_runs[0]
+
+
+def test_the_selection_call_carries_langchains_internal_call_metadata(mode: str) -> None:
+    seen: list[Any] = []
+
+    class Capturing(ScriptedChatModel):
+        def invoke(self, input: Any, config: Any = None, **kwargs: Any) -> Any:
+            seen.append(config)
+            return super().invoke(input, config, **kwargs)
+
+        async def ainvoke(self, input: Any, config: Any = None, **kwargs: Any) -> Any:
+            seen.append(config)
+            return await super().ainvoke(input, config, **kwargs)
+
+    mw = LLMToolSelectorMiddleware(model=Capturing(responses=[select("get_weather")]))
+    events(create_agent(ScriptedChatModel(["ok"]), TOOLS, middleware=[mw]), Q, mode)
+    [config] = seen
+    assert config["metadata"]["lc_source"] == "tool_selection" and "nostream" in config["tags"]
+    assert config["metadata"][INTERNAL_CALL_METADATA_KEY] == internal_call_metadata()[INTERNAL_CALL_METADATA_KEY]
 
 
 # -- stateless under concurrency ----------------------------------------------------------------------------------
@@ -312,7 +394,11 @@ def test_cancellation_during_selection_is_not_swallowed_as_a_failure() -> None:
         ({"max_tools": "3"}, "max_tools", "max_tools must be a positive int"),
         ({"always_include": [3]}, "always_include", "always_include must hold tool names or BaseTool"),
         ({"system_prompt": " "}, "system_prompt", "system_prompt must be a non-empty str"),
-        ({"model": 42}, "model", "model must be a BaseChatModel instance or a model name"),
+        ({"model": 42}, "model", "model must be a BaseChatModel instance, a model name"),
+        ({"max_retries": -1}, "max_retries", "max_retries must be >= 0"),
+        ({"max_retries": 1.5}, "max_retries", "max_retries must be >= 0"),
+        ({"on_parsing_failure": "ignore"}, "on_parsing_failure", "on_parsing_failure must be 'error', 'none'"),
+        ({"on_parsing_failure": [1]}, "on_parsing_failure", "on_parsing_failure must be 'error', 'none'"),
     ],
 )
 def test_constructor_errors_name_the_class_and_parameter(kwargs: dict[str, Any], parameter: str, text: str) -> None:
@@ -322,19 +408,17 @@ def test_constructor_errors_name_the_class_and_parameter(kwargs: dict[str, Any],
     assert isinstance(err.value, ValueError)
 
 
-@pytest.fixture
-def no_resolver(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setattr(_model_arg, "_RESOLVE_MODEL", None)
-    yield
+def test_a_model_name_that_cannot_be_resolved_says_to_pass_an_instance(monkeypatch: pytest.MonkeyPatch) -> None:
+    def missing(name: str) -> Any:
+        raise ImportError("no provider package")
 
-
-def test_a_model_name_without_middleware_kit_models_says_to_pass_an_instance(no_resolver: None) -> None:
+    monkeypatch.setattr(llm_tool_selector, "init_chat_model", missing)
     with pytest.raises(MiddlewareConfigError, match="Pass a model instance instead") as err:
         LLMToolSelectorMiddleware(model="openai:gpt-4o-mini")
     assert err.value.hook == "model" and "'openai:gpt-4o-mini'" in str(err.value)
 
 
-def test_a_model_name_is_resolved_through_middleware_kit_models(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_model_name_is_resolved_through_init_chat_model(monkeypatch: pytest.MonkeyPatch) -> None:
     resolved = ScriptedChatModel([select("get_weather")])
     asked: list[str] = []
 
@@ -342,7 +426,7 @@ def test_a_model_name_is_resolved_through_middleware_kit_models(monkeypatch: pyt
         asked.append(name)
         return resolved
 
-    monkeypatch.setattr(_model_arg, "_RESOLVE_MODEL", resolve_model)
+    monkeypatch.setattr(llm_tool_selector, "init_chat_model", resolve_model)
     mw = LLMToolSelectorMiddleware(model="openai:gpt-4o-mini")
     assert mw.model is resolved and asked == ["openai:gpt-4o-mini"]
 
@@ -352,6 +436,7 @@ def test_configuration_is_frozen_and_replace_makes_a_working_copy(run: Runner) -
     mw = LLMToolSelectorMiddleware(model=ScriptedChatModel([select()]), always_include=names)
     names.append("send_email")
     assert mw.always_include == ("get_weather",)
+    create_agent(ScriptedChatModel([]), TOOLS, middleware=[mw])  # adopted: read-only from now on
     with pytest.raises(FrozenMiddlewareError, match="cannot set 'max_tools'"):
         mw.max_tools = 3
     changed = mw.replace(max_tools=1, model=ScriptedChatModel([select("calculator", "search_web")]))

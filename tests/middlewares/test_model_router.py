@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -11,16 +12,19 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from langchain_core.decisions import BaseDecisionModel, ClassifierResponse, Question, State
+from langchain_core._api import LangChainBetaWarning
+from langchain_core.decisions import BaseDecisionModel, ChoiceAnswer, ClassifierResponse, Question, State
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.checkpoint.serde import _msgpack
 from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.runtime import Runtime
 from langgraph.types import Command
-from pydantic import Field
+from pydantic import Field, ValidationError
 
-from middleware_kit import MiddlewareConfigError, create_agent
-from middleware_kit.middlewares import _model_arg
+from middleware_kit import MiddlewareConfigError, create_agent, omit_payload
+from middleware_kit.middlewares import model_router
 from middleware_kit.middlewares._frozen import FrozenMiddlewareError
 from middleware_kit.middlewares.human_in_the_loop import HumanInTheLoopMiddleware
 from middleware_kit.middlewares.model_router import (
@@ -63,6 +67,9 @@ class ScriptedDecisionModel(BaseDecisionModel):
             else:
                 body[qid] = {"type": "noul", "noul": answer}
         return ClassifierResponse(model=self.model, answers=body)
+
+
+_NAME = "ModelRouterMiddleware"
 
 
 def models() -> tuple[ScriptedChatModel, ScriptedChatModel, ScriptedChatModel]:
@@ -108,14 +115,12 @@ def test_a_decision_model_routes_the_run_and_the_answer_is_kept_in_state(run: Ru
     )
     assert result["messages"][-1].content == "strong"
     assert (base.call_count, fast.call_count, strong.call_count) == (0, 0, 1)
-    assert result["model_route"] == {
-        "choice": "strong",
-        "probabilities": {"fast": 0.0, "strong": 0.9},
-        "confidence": 0.9,
-    }
+    assert result["model_route"] == ChoiceAnswer(
+        type="choice", choice="strong", probabilities={"fast": 0.0, "strong": 0.9}, confidence=0.9
+    )
     state, questions = classifier.requests[0]
     assert isinstance(state, HumanMessage) and state.content == "Prove that sqrt(2) is irrational"
-    question = questions["route"]
+    question = questions["model_route"]
     assert question.type == "choice" and question.instructions == "Which model should answer this request?"
     assert question.criteria == {
         "fast": "Short factual questions and small talk.",
@@ -140,7 +145,7 @@ def test_each_run_of_a_thread_classifies_its_latest_human_message(run: Runner) -
     cfg: RunnableConfig = {"configurable": {"thread_id": "t1"}}
     assert run(agent, ask("hi"), config=cfg)["messages"][-1].content == "fast"
     second = run(agent, ask("now integrate x^2 sin x"), config=cfg)
-    assert second["messages"][-1].content == "strong" and second["model_route"]["choice"] == "strong"
+    assert second["messages"][-1].content == "strong" and second["model_route"].choice == "strong"
     assert [s.content for s, _ in classifier.requests] == ["hi", "now integrate x^2 sin x"]
 
 
@@ -162,7 +167,9 @@ def test_resuming_after_an_interrupt_keeps_the_route_without_classifying_again(r
     assert len(classifier.requests) == 1
 
 
-def test_the_route_is_a_plain_mapping_every_checkpointer_persists(tmp_path: Path) -> None:
+def test_the_route_persists_in_a_strict_checkpointer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The state schema declares ``ChoiceAnswer``, so LangGraph allow-lists it for strict deserialization."""
+    monkeypatch.setattr(_msgpack, "STRICT_MSGPACK_ENABLED", True)
     base, fast, strong = models()
     with sqlite3.connect(tmp_path / "cp.sqlite", check_same_thread=False) as conn:
         saver = SqliteSaver(conn)
@@ -178,7 +185,8 @@ def test_the_route_is_a_plain_mapping_every_checkpointer_persists(tmp_path: Path
             middleware=[router(fast, strong, ScriptedDecisionModel(answers=[], requests=[]))],
             checkpointer=SqliteSaver(conn),
         )
-        assert again.get_state(cfg).values["model_route"]["choice"] == "fast"
+        route = again.get_state(cfg).values["model_route"]
+        assert isinstance(route, ChoiceAnswer) and route.choice == "fast"
 
 
 def test_low_confidence_uses_the_agents_model(mode: str) -> None:
@@ -235,10 +243,21 @@ def test_a_label_that_is_not_a_choice_is_a_routing_error(run: Runner) -> None:
         run(agent, ask("x"))
 
 
-def test_no_human_message_means_the_agents_model(run: Runner) -> None:
+def test_no_human_message_is_a_routing_error(run: Runner) -> None:
     base, fast, strong = models()
     classifier = ScriptedDecisionModel(answers=[], requests=[])
-    result = run(create_agent(base, middleware=[router(fast, strong, classifier)]), {"messages": [AIMessage("hi")]})
+    agent = create_agent(base, middleware=[router(fast, strong, classifier)])
+    with pytest.raises(RoutingError, match="requires a HumanMessage in the agent state to route on") as err:
+        run(agent, {"messages": [AIMessage("hi")]})
+    assert isinstance(err.value, ValueError) and (err.value.middleware, err.value.hook) == (_NAME, "before_agent")
+    assert base.call_count == 0 and classifier.requests == []
+
+
+def test_no_human_message_with_on_error_default_means_the_agents_model(run: Runner) -> None:
+    base, fast, strong = models()
+    classifier = ScriptedDecisionModel(answers=[], requests=[])
+    agent = create_agent(base, middleware=[router(fast, strong, classifier, on_error="default")])
+    result = run(agent, {"messages": [AIMessage("hi")]})
     assert result["model_route"] is None and base.call_count == 1 and classifier.requests == []
 
 
@@ -252,7 +271,9 @@ def test_a_chat_model_routes_by_answering_a_label(run: Runner, answer: str, expe
     routing_model = ScriptedChatModel([answer])
     result = run(create_agent(base, middleware=[router(fast, strong, routing_model)]), ask("Write a parser"))
     assert result["messages"][-1].content == expected
-    assert result["model_route"] == {"choice": expected, "probabilities": {}, "confidence": None}
+    assert result["model_route"] == ChoiceAnswer(
+        type="choice", choice=expected, probabilities={expected: 1.0}, confidence=1.0
+    )
     system, human = routing_model.calls[0].messages
     assert "- fast: Short factual questions and small talk." in system.content and human.content == "Write a parser"
 
@@ -307,7 +328,7 @@ def test_one_instance_routes_concurrent_runs_independently() -> None:
 
     def one(question: str) -> tuple[str, str]:
         result = agent.invoke(ask(question))
-        return result["model_route"]["choice"], result["messages"][-1].content
+        return result["model_route"].choice, result["messages"][-1].content
 
     with ThreadPoolExecutor(8) as pool:
         results = list(pool.map(one, questions))
@@ -323,10 +344,6 @@ def _choices() -> dict[str, ModelChoice]:
 @pytest.mark.parametrize(
     ("kwargs", "parameter", "text"),
     [
-        ({"choices": {}}, "choices", "choices must be a non-empty mapping"),
-        ({"choices": {"fast": ScriptedChatModel([])}}, "choices", r"choices\['fast'\] must be a ModelChoice"),
-        ({"choices": {"": ModelChoice(ScriptedChatModel([]), "x")}}, "choices", "choice labels must be non-empty"),
-        ({"instructions": "  "}, "instructions", "instructions must say what to decide"),
         ({"classifier": 42}, "classifier", "classifier must be a BaseDecisionModel"),
         ({"min_confidence": 1.5}, "min_confidence", "min_confidence must be a number from 0 to 1"),
         ({"on_error": "ignore"}, "on_error", "on_error must be 'raise' or 'default'"),
@@ -340,18 +357,63 @@ def test_constructor_errors_name_the_class_and_parameter(kwargs: dict[str, Any],
     assert (err.value.middleware, err.value.hook) == ("ModelRouterMiddleware", parameter)
 
 
-def test_a_model_name_in_a_choice_needs_middleware_kit_models(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_model_arg, "_RESOLVE_MODEL", None)
+@pytest.mark.parametrize(
+    ("kwargs", "field", "text"),
+    [
+        ({"choices": {}}, "choices", "choices must be a non-empty mapping"),
+        ({"choices": {"fast": ScriptedChatModel([])}}, "choices", r"choices\['fast'\] must be a ModelChoice"),
+        ({"choices": {"": ModelChoice(ScriptedChatModel([]), "x")}}, "choices", "choice labels must be non-empty"),
+        ({"instructions": "  "}, "instructions", "instructions must say what to decide"),
+    ],
+)
+def test_invalid_choices_and_instructions_are_validation_errors(kwargs: dict[str, Any], field: str, text: str) -> None:
+    """As LangChain (which validates them with pydantic): a ``pydantic.ValidationError``, with our message."""
+    arguments: dict[str, Any] = {"choices": _choices(), "instructions": "Which?", "classifier": lambda m: None}
+    arguments.update(kwargs)
+    with pytest.raises(ValidationError, match=f"ModelRouterMiddleware: {text}") as err:
+        ModelRouterMiddleware(**arguments)
+    assert err.value.errors()[0]["loc"] == (field,) and err.value.title == "ModelRouterMiddleware"
+
+
+def test_a_model_name_in_a_choice_is_resolved_once_through_init_chat_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    def missing(name: str) -> Any:
+        raise ImportError("no provider package")
+
+    monkeypatch.setattr(model_router, "init_chat_model", missing)
     with pytest.raises(MiddlewareConfigError, match="Pass a model instance instead") as err:
         ModelRouterMiddleware({"fast": ModelChoice("openai:gpt-4o-mini", "simple")}, "Which?", lambda m: "fast")
     assert err.value.hook == "choices['fast'].model"
     resolved = ScriptedChatModel(["resolved model"])
-    monkeypatch.setattr(_model_arg, "_RESOLVE_MODEL", lambda name: resolved)
+    names: list[str] = []
+
+    def resolve(name: str) -> Any:
+        names.append(name)
+        return resolved
+
+    monkeypatch.setattr(model_router, "init_chat_model", resolve)
     mw = ModelRouterMiddleware({"fast": ModelChoice("openai:gpt-4o-mini", "simple")}, "Which?", lambda m: "fast")
+    assert mw.models == {"fast": resolved} and names == ["openai:gpt-4o-mini"]
     assert (
         create_agent(ScriptedChatModel([]), middleware=[mw]).invoke(ask("x"))["messages"][-1].content
         == "resolved model"
     )
+
+
+def test_the_beta_warning_is_given_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(model_router, "_beta_warned", False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(2):
+            ModelRouterMiddleware(_choices(), "Which?", lambda m: "fast")
+    assert [str(w.message) for w in caught if w.category is LangChainBetaWarning] == [
+        "The middleware `ModelRouterMiddleware` is in beta. It is actively being worked on, so the API may change."
+    ]
+
+
+def test_config_and_trace_policy_match_langchain() -> None:
+    mw = ModelRouterMiddleware(_choices(), "Which?", lambda m: "fast")
+    assert mw.config.choices == mw.choices and mw.config.instructions == "Which?"
+    assert mw.trace_policy is not None and mw.trace_policy.process_inputs is omit_payload
 
 
 def test_configuration_is_frozen_and_replace_makes_a_working_copy(run: Runner) -> None:
@@ -362,6 +424,7 @@ def test_configuration_is_frozen_and_replace_makes_a_working_copy(run: Runner) -
     assert set(mw.choices) == {"fast", "strong"}
     with pytest.raises(TypeError):  # the mapping on the instance is read-only too (was a plain dict)
         mw.choices["fast"] = ModelChoice(strong, "anything")  # type: ignore[index]
+    create_agent(base, middleware=[mw])  # adopted: read-only from now on
     with pytest.raises(FrozenMiddlewareError, match="cannot set 'classifier'"):
         mw.classifier = lambda m: "strong"
     changed = mw.replace(classifier=lambda m: "strong")
@@ -381,7 +444,7 @@ def test_any_routing_answer_routes_or_falls_back_with_on_error_default(answer: s
     result = agent.invoke(ask("x")) if mode == "invoke" else asyncio.run(agent.ainvoke(ask("x")))
     route = result["model_route"]
     served = {"agent model": None, "fast": "fast", "strong": "strong"}[result["messages"][-1].content]
-    assert (route["choice"] if route else None) == served
+    assert (route.choice if route else None) == served
     assert base.call_count + fast.call_count + strong.call_count == 1
 
 
@@ -393,5 +456,17 @@ def test_a_failed_classification_leaves_the_thread_usable(run: Runner) -> None:
     with pytest.raises(ConnectionError):
         run(agent, ask("first"), config=cfg)
     result = run(agent, ask("second"), config=cfg)
-    assert result["messages"][-1].content == "fast" and result["model_route"]["choice"] == "fast"
+    assert result["messages"][-1].content == "fast" and result["model_route"].choice == "fast"
     assert [type(m).__name__ for m in result["messages"]] == ["HumanMessage", "HumanMessage", "AIMessage"]
+
+
+def test_before_agent_can_be_called_directly_in_both_modes() -> None:
+    """Outside a graph (``runtime=None`` or a bare ``Runtime()``), as users unit-test hooks; one flow serves both."""
+    classifier = ScriptedDecisionModel(answers=["strong", "fast"], requests=[])
+    mw = router(ScriptedChatModel([]), ScriptedChatModel([]), classifier)
+    state: Any = {"messages": [HumanMessage("hello")]}
+    first = mw.before_agent(state, None)
+    assert first is not None and first["model_route"].choice == "strong"
+    update = asyncio.run(mw.abefore_agent(state, Runtime()))
+    assert update is not None and update["model_route"].choice == "fast"
+    assert [s.content for s, _ in classifier.requests] == ["hello", "hello"]
