@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib.abc
 import importlib.machinery
+import os
 import sys
 import types
 from collections.abc import Sequence
@@ -79,8 +80,10 @@ class _PrivateFinder(importlib.abc.MetaPathFinder):
 
 
 # LangChain's unit-test environment has langchain-openai but not langchain-anthropic (its pyproject's test group);
-# ours installs both (tests/providers). Hide the latter, as there, so tests written for its absence mean the same.
-sys.modules["langchain_anthropic"] = None  # type: ignore[assignment]
+# ours installs both (tests/providers). Hide the latter there, as in LangChain's run, so tests written for its absence
+# mean the same (deepagents, also run through this plugin, needs it).
+if os.environ.get("MIDDLEWARE_KIT_LANGCHAIN_SUITE") == "1":
+    sys.modules["langchain_anthropic"] = None  # type: ignore[assignment]
 
 alias._missing = _missing
 alias.install()

@@ -90,7 +90,8 @@ def run_files(relpaths: list[str], root: Path | None = None) -> FileResult:
     """Run suite files in one subprocess; their tests by node id (``path::name[param]``, path relative to agents/)."""
     root = root or suite_root()
     report = root / f".report-{os.getpid()}-{abs(hash(tuple(relpaths)))}.xml"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), str(root)]), "LANGGRAPH_TEST_FAST": "true"}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), str(root)]), "LANGGRAPH_TEST_FAST": "true",
+           "MIDDLEWARE_KIT_LANGCHAIN_SUITE": "1"}
     env.pop("PYTEST_XDIST_WORKER", None)
     args = [sys.executable, "-m", "pytest", "-q", "-p", "lc_plugin", "-p", "no:cacheprovider", "-p", "no:xdist",
             "-p", "no:randomly", f"--junitxml={report}", "-o", "junit_family=xunit1", "--timeout=120",
