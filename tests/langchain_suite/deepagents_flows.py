@@ -17,7 +17,6 @@ from langgraph.types import Command
 
 from middleware_kit.testing import ScriptedChatModel, tool_call
 
-
 MODES = ["invoke", "ainvoke"]
 
 

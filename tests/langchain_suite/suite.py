@@ -98,7 +98,8 @@ def run_files(relpaths: list[str], root: Path | None = None) -> FileResult:
             *(SUITE_PREFIX + relpath for relpath in relpaths)]
     proc = subprocess.run(args, cwd=root, env=env, capture_output=True, text=True, timeout=900, check=False)
     if not report.exists():
-        raise RuntimeError(f"the LangChain suite files {relpaths} did not run:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+        output = f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+        raise RuntimeError(f"the LangChain suite files {relpaths} did not run:\n{output}")
     try:
         return _parse(report)
     finally:
@@ -137,7 +138,7 @@ def deviations() -> dict[str, dict[str, str]]:
     """``deviations.toml``: node id -> ``{category, why, doc?}``."""
     with open(HERE / "deviations.toml", "rb") as f:
         table = tomllib.load(f)
-    return {node: entry for node, entry in table.get("tests", {}).items()}
+    return dict(table.get("tests", {}))
 
 
 def counts() -> dict[str, int]:
