@@ -18,7 +18,7 @@ from langchain_core.tools import BaseTool, tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.errors import is_invalid_resume
 from langgraph.types import Command
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from middleware_kit import (
     MiddlewareConfigError,
@@ -185,7 +185,7 @@ def test_approve_runs_the_call_once(run: Runner, kit: Kit, mode_: Mode) -> None:
     assert kit.ran == [("send_email", {"to": "ann@example.com", "body": "hi"})]
     assert [m.content for m in out["messages"][2:]] == ["sent to ann@example.com", "done"]
     assert out["messages"][1].tool_calls == [EMAIL]
-    assert out["messages"][1].response_metadata["human_review"] == {
+    assert out["messages"][1].response_metadata["human_review"] == {  # an audit trail: approvals are recorded too
         "c_email": {"decision": "approve", "middleware": "HumanInTheLoopMiddleware"}
     }
     assert model.call_count == 2  # the model never re-runs on resume
@@ -213,10 +213,24 @@ def test_edit_runs_the_reviewers_call_and_the_model_is_told(run: Runner, kit: Ki
     assert model.calls[1].messages[2].content == result.content  # the model sees the note
 
 
-@pytest.mark.parametrize("mode_", MODES)
-def test_edit_may_switch_to_another_offered_tool(run: Runner, kit: Kit, mode_: Mode) -> None:
+def test_per_call_edit_runs_the_reviewed_tool(run: Runner, kit: Kit) -> None:
+    # As LangChain 1.5: per call, the edit's tool is pinned (the response schema says so: a const name).
     agent = create_agent(turn(DELETE), kit.tools, middleware=[HumanInTheLoopMiddleware({"delete_file": True},
-                         interrupt_mode=mode_)], checkpointer=InMemorySaver())
+                         interrupt_mode="per_call")], checkpointer=InMemorySaver())
+    (pending_,) = run(agent, {"messages": [HumanMessage("go")]}, config=config())["__interrupt__"]
+    edited = pending_.response_schema["$defs"]["EditedAction"]["properties"]
+    assert edited["name"]["const"] == "delete_file" and edited["args"] == {"$ref": "#/$defs/delete_file"}
+    switch = {"type": "edit", "edited_action": {"name": "add", "args": {"a": 2, "b": 3}}}
+    with pytest.raises(ValidationError, match=r"edit\.edited_action\.name\n  Input should be 'delete_file'") as err:
+        run(agent, Command(resume=switch), config=config())
+    assert isinstance(err.value, InvalidResumeError) and err.value.tool_name == "delete_file"
+    run(agent, Command(resume={"type": "edit", "edited_action": {"args": {"path": "/tmp/y"}}}), config=config())
+    assert kit.ran == [("delete_file", {"path": "/tmp/y"})]
+
+
+def test_edit_may_switch_to_another_offered_tool(run: Runner, kit: Kit) -> None:
+    agent = create_agent(turn(DELETE), kit.tools, middleware=[HumanInTheLoopMiddleware({"delete_file": True})],
+                         checkpointer=InMemorySaver())
     run(agent, {"messages": [HumanMessage("go")]}, config=config())
     out = resume_all(run, agent, lambda r: {"type": "edit", "edited_action": {"name": "add", "args": {"a": 2, "b": 3}}})
     assert kit.ran == [("add", {"a": 2, "b": 3})]
@@ -371,6 +385,8 @@ def test_a_malformed_resume_raises_keeps_the_interrupt_and_a_correct_one_complet
     first = run(agent, {"messages": [HumanMessage("go")]}, config=config())
     before = pending(agent)
     assert before == [i.value for i in first["__interrupt__"]]
+    if mode_ == "per_call" and case == "edit of an unknown tool":  # per call, as LangChain 1.5, the tool is pinned
+        expected = ["in per-call mode an edit runs the reviewed tool", "must be 'send_email' (or left out)", "rm_rf"]
     for _ in range(2):  # twice: a bad value is never recorded, so it can never be replayed
         with pytest.raises(InvalidResumeError) as err:
             run(agent, Command(resume=bad), config=config())
@@ -411,8 +427,17 @@ def test_per_call_bad_resume_of_the_second_call_keeps_the_first_decision(run: Ru
     run(agent, {"messages": [HumanMessage("go")]}, config=config())
     edit = {"type": "edit", "edited_action": {"name": "send_email", "args": {"to": "z@z.z", "body": "b"}}}
     run(agent, Command(resume=edit), config=config())
-    with pytest.raises(InvalidResumeError, match="Decision type 'edit' is not allowed for tool 'delete_file'"):
+    # one decision, as LangChain 1.5 takes it: pydantic's error (also an InvalidResumeError naming the call)
+    with pytest.raises(ValidationError, match="expected tags: 'approve', 'reject'") as err:
         run(agent, Command(resume={"type": "edit", "edited_action": {"args": {"path": "/"}}}), config=config())
+    assert isinstance(err.value, InvalidResumeError) and is_invalid_resume(err.value)
+    assert (err.value.middleware, err.value.hook, err.value.tool_name) == (
+        "HumanInTheLoopMiddleware", "after_model", "delete_file")
+    assert "HumanInTheLoopMiddleware.after_model: the answer for 'delete_file' (call id 'c_delete')" in str(err.value)
+    assert pending(agent)[0]["name"] == "delete_file"
+    with pytest.raises(InvalidResumeError, match="Decision type 'edit' is not allowed for tool 'delete_file'"):
+        run(agent, Command(resume={"decisions": [{"type": "edit", "edited_action": {"args": {"path": "/"}}}]}),
+            config=config())
     assert pending(agent)[0]["name"] == "delete_file"
     run(agent, Command(resume={"type": "approve"}), config=config())
     assert sorted(kit.ran) == [("delete_file", {"path": "/tmp/x"}), ("send_email", {"to": "z@z.z", "body": "b"})]

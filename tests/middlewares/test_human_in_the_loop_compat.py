@@ -3,8 +3,9 @@ error sentences; frozen configuration; the injected ``interrupt``. Each delibera
 
 from __future__ import annotations
 
+import importlib
 import json
-from typing import Any
+from typing import Any, cast
 from unittest.mock import patch
 
 import pytest
@@ -12,8 +13,9 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.prebuilt import ToolRuntime
+from langgraph.runtime import Runtime
 from langgraph.types import Command
-from pydantic import TypeAdapter
+from pydantic import TypeAdapter, ValidationError
 
 from middleware_kit import MiddlewareConfigError, create_agent
 from middleware_kit.middlewares import human_in_the_loop as hitl_module
@@ -25,6 +27,7 @@ from middleware_kit.middlewares.human_in_the_loop import (
     InvalidResumeError,
     ToolApprovalRequest,
 )
+from middleware_kit.middlewares.human_in_the_loop import middleware as hitl_middleware_module
 from middleware_kit.testing import ScriptedChatModel, make_runtime, tool_call
 from tests.conftest import Runner
 
@@ -102,9 +105,10 @@ def test_when_request_runtime_is_a_tool_runtime(run: Runner) -> None:
 @pytest.mark.parametrize(
     ("edit_notice", "expected"),
     [
-        # LangChain 1.5's default text and form: the notice, what ran, then the tool's response
+        # LangChain 1.5's form: the notice, what ran, then the tool's response. The notice says the message holds
+        # the reviewer's call: true here (the AIMessage shows the call that ran), unlike LangChain's wording.
         (DEFAULT_EDIT_NOTICE, "Note: a human reviewer replaced this tool call before it ran. The call recorded in "
-                              "your message is the one you produced, not the one that executed. This was intentional "
+                              "your message is the reviewer's, not the one you produced. This was intentional "
                               'and authorized. Do not re-issue your original call. Executed instead: send_email with '
                               'arguments {"to": "bob@example.com", "body": "yo"}.\n\nTool response:\n'
                               "sent to bob@example.com"),
@@ -131,7 +135,7 @@ def test_edit_notice(run: Runner, edit_notice: bool | str | None, expected: str 
 
 
 def test_edit_notice_default_and_a_plain_text_with_braces() -> None:
-    assert HumanInTheLoopMiddleware({"send_email": True}).edit_notice == DEFAULT_EDIT_NOTICE  # LangChain's default
+    assert HumanInTheLoopMiddleware({"send_email": True}).edit_notice == DEFAULT_EDIT_NOTICE
     assert HumanInTheLoopMiddleware({"send_email": True}, edit_notice="{").edit_notice == "{"  # plain text, as in LC
 
 
@@ -185,17 +189,23 @@ def test_errors_start_with_langchains_sentence_then_our_fix(run: Runner, resume:
 
 
 # -- frozen configuration ----------------------------------------------------------------------------------------------
-def test_configuration_is_frozen_and_replace_gives_a_working_copy(run: Runner) -> None:
+def test_configuration_is_frozen_once_adopted_and_replace_gives_a_working_copy(run: Runner) -> None:
     given: dict[str, Any] = {"send_email": {"allowed_decisions": ["approve"]}}
     middleware = HumanInTheLoopMiddleware(given)
     given["send_email"]["allowed_decisions"].append("reject")  # the caller's dict is copied
     given["other"] = True
     assert middleware.interrupt_on == {"send_email": {"allowed_decisions": ["approve"]}}
     middleware.interrupt_on["send_email"]["allowed_decisions"].append("edit")
+    # before an agent adopts it, settings may be assigned (as in LangChain), validated as constructor arguments
+    middleware.interrupt_mode = "per_call"
+    assert middleware.interrupt_mode == "per_call"
+    with pytest.raises(MiddlewareConfigError, match="got 'each'"):
+        middleware.interrupt_mode = "each"  # type: ignore[assignment]
+    middleware.interrupt_mode = "batched"
+    agent = agent_with(middleware)
     for attribute, value in (("interrupt_on", {}), ("interrupt_mode", "per_call"), ("edit_notice", False)):
         with pytest.raises(FrozenMiddlewareError, match=rf"cannot set '{attribute}'"):
             setattr(middleware, attribute, value)
-    agent = agent_with(middleware)
     out = run(agent, {"messages": [HumanMessage("go")]}, config=CFG)
     assert out["__interrupt__"][0].value["review_configs"][0]["allowed_decisions"] == ["approve"]  # unchanged
     per_call = middleware.replace(interrupt_mode="per_call")
@@ -271,3 +281,102 @@ def test_every_name_of_the_old_module_is_importable_from_the_package() -> None:
     assert Path(package.__file__ or "").name == "__init__.py"
     assert not (Path(package.__file__ or "").parent.parent / "human_in_the_loop.py").exists()
     assert package.__all__ == sorted(package.__all__)
+
+
+# -- LangChain 1.5.2's module: names, patch points, hooks called outside a graph --------------------------------------
+LANGCHAIN_NAMES = [
+    "Action", "ActionRequest", "ApproveDecision", "Decision", "DecisionType", "EditDecision", "HITLRequest",
+    "HITLResponse", "HumanInTheLoopMiddleware", "InterruptMode", "InterruptOnConfig", "RejectDecision",
+    "RespondDecision", "ReviewConfig", "ToolApprovalRequest", "interrupt", "get_config", "get_runtime",
+    "ToolRuntime", "AgentState", "ToolCallRequest",
+]
+
+
+def test_every_public_name_of_langchains_module_is_in_the_middleware_module() -> None:
+    module = importlib.import_module("middleware_kit.middlewares.human_in_the_loop.middleware")
+    assert [name for name in LANGCHAIN_NAMES if not hasattr(module, name)] == []
+    assert module.InterruptMode.__args__ == ("batched", "per_call")
+
+
+@pytest.mark.parametrize("runtime", [None, Runtime()], ids=["none", "plain-runtime"])
+def test_after_model_called_directly_outside_a_graph(runtime: Any) -> None:
+    calls: list[Any] = []
+
+    def when(request: Any) -> bool:
+        calls.append(request)
+        return True
+
+    middleware = HumanInTheLoopMiddleware({"send_email": InterruptOnConfig(allowed_decisions=["approve", "reject"],
+                                                                            when=when)})
+    state = _ai_state()
+    with patch.object(hitl_middleware_module, "interrupt", return_value={"decisions": [{"type": "reject"}]}) as ask:
+        result = middleware.after_model(state, runtime)
+    ask.assert_called_once()
+    assert result is not None and result["messages"][1].status == "error"
+    (request,) = calls  # evaluated once, with a ToolRuntime built without a run config
+    assert request.state is state and isinstance(request.runtime, ToolRuntime) and request.runtime.config == {}
+
+
+def test_get_config_is_looked_up_in_the_middleware_module_at_call_time() -> None:
+    seen: list[Any] = []
+
+    def when(request: Any) -> bool:
+        seen.append(request.runtime.config)
+        return True
+
+    middleware = HumanInTheLoopMiddleware({"send_email": InterruptOnConfig(allowed_decisions=["approve"], when=when)})
+    with (patch.object(hitl_middleware_module, "get_config", return_value={"tags": ["x"]}) as config,
+          patch.object(hitl_middleware_module, "interrupt", return_value={"decisions": [{"type": "approve"}]})):
+        result = middleware.after_model(_ai_state(), Runtime())
+    config.assert_called()
+    assert seen == [{"tags": ["x"]}]
+    assert result is not None and result["messages"][0].tool_calls == [EMAIL]
+    assert result["messages"][0].response_metadata["human_review"]["c_email"]["decision"] == "approve"  # ours
+
+
+@pytest.mark.parametrize("interrupt_mode", ["batched", "per_call"])
+@pytest.mark.parametrize(("decision", "status"), [({"type": "reject", "message": "no"}, "error"),
+                                                   ({"type": "respond", "message": "done already"}, "success"),
+                                                   ({"type": "approve"}, "success")])
+def test_answers_a_reviewer_gives_are_marked_as_langchain_marks_them(
+    run: Runner, interrupt_mode: str, decision: dict[str, Any], status: str
+) -> None:
+    agent = agent_with(HumanInTheLoopMiddleware({"send_email": True}, interrupt_mode=cast(Any, interrupt_mode)))
+    (pending,) = run(agent, {"messages": [HumanMessage("go")]}, config=CFG)["__interrupt__"]
+    answer = {"decisions": [decision]} if interrupt_mode == "batched" else decision
+    out = run(agent, Command(resume={pending.id: answer}), config=CFG)
+    (message,) = [m for m in out["messages"] if isinstance(m, ToolMessage)]
+    assert message.status == status
+    marked = {"lc_source": "hitl_interrupt_decision", "lc_data": {"decision": decision["type"]}}
+    assert message.additional_kwargs == ({} if decision["type"] == "approve" else marked)
+
+
+def test_per_call_response_schema_has_langchains_shape(run: Runner) -> None:
+    agent = agent_with(HumanInTheLoopMiddleware({"send_email": True}, interrupt_mode="per_call"))
+    (pending,) = run(agent, {"messages": [HumanMessage("go")]}, config=CFG)["__interrupt__"]
+    schema = pending.response_schema
+    assert schema["oneOf"] == [{"$ref": f"#/$defs/{kind}Decision"} for kind in ("Approve", "Edit", "Reject", "Respond")]
+    edited = schema["$defs"]["EditedAction"]["properties"]
+    assert edited["name"]["const"] == "send_email" and edited["args"] == {"$ref": "#/$defs/send_email"}
+    tool_args = schema["$defs"]["send_email"]
+    assert (tool_args["required"], tool_args["description"]) == (["to", "body"], "Send an email.")
+    with pytest.raises(ValidationError, match=r"1 validation error for HumanInTheLoopMiddleware\.after_model: the "
+                                              r"answer for 'send_email'.*\nedit\.edited_action\n") as err:
+        run(agent, Command(resume={pending.id: {"type": "edit"}}), config=CFG)
+    assert isinstance(err.value, InvalidResumeError) and err.value.allowed_decisions == (
+        "approve", "edit", "reject", "respond")
+    assert ran == []
+    run(agent, Command(resume={pending.id: {"type": "approve"}}), config=CFG)
+    assert len(ran) == 1
+
+
+def test_per_call_refuses_a_reviewed_call_without_an_id(run: Runner) -> None:
+    call = tool_call("send_email", {"to": "ann@example.com", "body": "hi"}, id="x")
+    call["id"] = None
+    model = ScriptedChatModel([AIMessage("", tool_calls=[call]), "done"])
+    agent = create_agent(model, [send_email], middleware=[HumanInTheLoopMiddleware(
+        {"send_email": True}, interrupt_mode="per_call")], checkpointer=InMemorySaver())
+    with pytest.raises(MiddlewareConfigError, match="Tool call `send_email` has no ID") as err:
+        run(agent, {"messages": [HumanMessage("go")]}, config=CFG)
+    assert (err.value.middleware, err.value.hook) == ("HumanInTheLoopMiddleware", "after_model")
+    assert ran == []

@@ -10,9 +10,11 @@ resume), built so that approvals survive restarts, bad input and absent reviewer
 - :mod:`.middleware`: the hooks;
 - :mod:`.expiry`: :func:`expire_pending_approvals`, for a background job.
 
-``interrupt`` is a module global of this package, looked up at each call: tests may patch
-``middleware_kit.middlewares.human_in_the_loop.interrupt`` (a patched function is called with the payload only and
-its return value is validated like a resume value), or pass ``HumanInTheLoopMiddleware(..., interrupt=fake)``.
+``interrupt`` is a module global looked up at each call, both here and in :mod:`.middleware` (the module LangChain's
+``langchain.agents.middleware.human_in_the_loop`` is served from, with ``get_config``): tests may patch
+``middleware_kit.middlewares.human_in_the_loop.interrupt`` or ``...human_in_the_loop.middleware.interrupt`` (a
+patched function is called with the payload only and its return value is validated like a resume value), or pass
+``HumanInTheLoopMiddleware(..., interrupt=fake)``.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from middleware_kit.middlewares.human_in_the_loop.types import (
     HITLRequest,
     HITLResponse,
     HumanInTheLoopState,
+    InterruptMode,
     InterruptOnConfig,
     InterruptOnPolicy,
     InvalidResumeError,
@@ -60,6 +63,7 @@ __all__ = [
     "HITLResponse",
     "HumanInTheLoopMiddleware",
     "HumanInTheLoopState",
+    "InterruptMode",
     "InterruptOnConfig",
     "InterruptOnPolicy",
     "InvalidResumeError",

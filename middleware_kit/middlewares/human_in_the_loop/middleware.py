@@ -6,8 +6,11 @@
    changed it) is evaluated in ``after_model``, as LangChain does.
 2. **The interrupt lives in ``after_model``** (``may_interrupt=True``: a graph node of its own, so resuming never
    re-runs the model). The resume value is validated *inside* LangGraph's ``interrupt()`` (``response_schema``),
-   before LangGraph records it: a bad value raises :class:`InvalidResumeError`, nothing is saved, the interrupt
-   stays pending. Nothing is checked after ``interrupt()`` returns, so no bad value can poison the thread.
+   before LangGraph records it: a bad value raises :class:`InvalidResumeError` (per call, a single decision that is
+   not one of the call's is pydantic's ``ValidationError``, as in LangChain 1.5, and an ``InvalidResumeError``),
+   nothing is saved, the interrupt stays pending. Nothing is checked after ``interrupt()`` returns, so no bad value
+   can poison the thread. The reject and respond answers carry LangChain 1.5's mark
+   (``additional_kwargs["lc_source"] == "hitl_interrupt_decision"``).
 3. **Expiry**: when the deadline has passed at the moment the last decision of the turn arrives (or when
    :func:`expire_pending_approvals` resumes with ``{"expired": True}``), every reviewed call of the turn gets its
    ``on_timeout`` decision and the model is told the approval expired.
@@ -26,12 +29,13 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Annotated, Any, Literal, cast
 
-from langchain_core.messages import AIMessage, AnyMessage, ToolCall, ToolMessage
+from langchain_core.messages import AIMessage, AnyMessage, ToolCall, ToolMessage, add_notification_metadata
 from langchain_core.tools import BaseTool
 from langgraph.config import get_config
 from langgraph.errors import GraphInterrupt
-from langgraph.runtime import Runtime
-from langgraph.types import Command
+from langgraph.prebuilt import ToolRuntime
+from langgraph.runtime import Runtime, get_runtime
+from langgraph.types import Command, interrupt
 from langgraph.types import interrupt as _langgraph_interrupt
 from pydantic import PlainValidator, ValidationError
 from typing_extensions import TypedDict
@@ -41,7 +45,7 @@ from middleware_kit.decorators import hook_config
 from middleware_kit.errors import MiddlewareConfigError
 from middleware_kit.flow import ModelCallFlow, ModelCallFlowHooks
 from middleware_kit.hooks import ToolResult
-from middleware_kit.middleware import AgentMiddleware
+from middleware_kit.middleware import AgentMiddleware, StateT
 from middleware_kit.middlewares._frozen import FrozenConfig, copy_containers
 from middleware_kit.middlewares._stream import emit
 from middleware_kit.middlewares.human_in_the_loop.policy import (
@@ -51,29 +55,77 @@ from middleware_kit.middlewares.human_in_the_loop.policy import (
     schema_json,
     tool_schema,
 )
-from middleware_kit.middlewares.human_in_the_loop.resume import Gate, Outcome, ResumeFormat, expired_outcome, iso_utc
+from middleware_kit.middlewares.human_in_the_loop.resume import (
+    CarriedError,
+    Gate,
+    Outcome,
+    ResumeFormat,
+    expired_outcome,
+    iso_utc,
+)
 from middleware_kit.middlewares.human_in_the_loop.types import (
+    Action,
     ActionRequest,
+    ApproveDecision,
+    Decision,
+    DecisionType,
+    EditDecision,
     HITLRequest,
+    HITLResponse,
     HumanInTheLoopState,
+    InterruptMode,
     InterruptOnConfig,
     InterruptOnPolicy,
     InvalidResumeError,
+    RejectDecision,
+    RespondDecision,
     ReviewConfig,
     ToolApprovalRequest,
 )
 from middleware_kit.pairing import last_ai_index, pending_tool_calls
-from middleware_kit.types import ExtendedModelResponse, ModelRequest, ModelResponse, ToolCallRequest
+from middleware_kit.types import (
+    AgentState,
+    ExtendedModelResponse,
+    ModelRequest,
+    ModelResponse,
+    PrivateStateAttr,
+    ResponseT,
+    ToolCallRequest,
+)
 
-__all__ = ["HumanInTheLoopMiddleware"]
+__all__ = [  # LangChain 1.5's names (served as ``langchain.agents.middleware.human_in_the_loop``), and ours
+    "DEFAULT_EDIT_NOTICE",
+    "Action",
+    "ActionRequest",
+    "ApproveDecision",
+    "Decision",
+    "DecisionType",
+    "EditDecision",
+    "HITLRequest",
+    "HITLResponse",
+    "HumanInTheLoopMiddleware",
+    "InterruptMode",
+    "InterruptOnConfig",
+    "RejectDecision",
+    "RespondDecision",
+    "ReviewConfig",
+    "ToolApprovalRequest",
+]
+_PATCH_POINTS = (interrupt, get_config)
+"""Looked up in this module's globals at each call (``_interrupt_function``, ``_run_config``), so that
+``patch("langchain.agents.middleware.human_in_the_loop.interrupt")`` (or ``.get_config``) takes effect."""
+_REEXPORTED = (AgentState, PrivateStateAttr, ResponseT, StateT, get_runtime, ToolRuntime)
+"""Names LangChain's module imports, which code written for it may import from there."""
 
 PENDING = "human_in_the_loop_pending"
 _EDIT_FIELDS = {"name": "", "args": "", "requested_name": "", "requested_args": ""}
 DEFAULT_EDIT_NOTICE = (
-    "Note: a human reviewer replaced this tool call before it ran. The call recorded in your message is the one you "
-    "produced, not the one that executed. This was intentional and authorized. Do not re-issue your original call."
+    "Note: a human reviewer replaced this tool call before it ran. The call recorded in your message is the "
+    "reviewer's, not the one you produced. This was intentional and authorized. Do not re-issue your original call."
 )
-"""LangChain 1.5's default ``edit_notice`` text (followed by "Executed instead: <name> with arguments <json>.")."""
+"""The default ``edit_notice`` text (followed by "Executed instead: <name> with arguments <json>."). LangChain 1.5's
+says the opposite about the recorded call, because there the ``AIMessage`` keeps the model's call; here it holds the
+reviewer's (the call that ran), so the note says so."""
 _TEMPLATE_FIELDS = ("{name}", "{args}", "{requested_name}", "{requested_args}")
 
 
@@ -171,7 +223,7 @@ class HumanInTheLoopMiddleware(ModelCallFlowHooks, FrozenConfig, AgentMiddleware
         self.edit_notice = edit_notice
         self._interrupt = interrupt
         self._clock = clock
-        self._policy = Policy(self.name, interrupt_on, description_prefix)
+        self._policy = Policy(self.name, interrupt_on, description_prefix, _run_config)
         self.interrupt_on: Mapping[str, InterruptOnConfig] = copy_containers(self._policy.static)
         """The resolved configuration per tool name (tools listed as False or absent are never reviewed). A copy:
         changing it changes nothing (use ``replace(interrupt_on=...)``)."""
@@ -226,8 +278,9 @@ class HumanInTheLoopMiddleware(ModelCallFlowHooks, FrozenConfig, AgentMiddleware
         gates = []
         for call in pending_tool_calls(messages):
             known = frozen.get(str(call.get("id")))
-            if known is not None and known["name"] == call["name"] and known["args"] == call["args"]:
-                review = known["review"]
+            late = known is None or known["name"] != call["name"] or known["args"] != call["args"]
+            if not late:
+                review = cast(_FrozenCall, known)["review"]
             else:  # added or changed after this middleware's wrap_model_call saw the answer: decide now
                 review = self._policy.review_of(call, state, runtime) if self._policy.may_review(call) else None
             if review is None:
@@ -240,19 +293,17 @@ class HumanInTheLoopMiddleware(ModelCallFlowHooks, FrozenConfig, AgentMiddleware
                     description=review["description"],
                     args_schema=static if static is not None else review["args_schema"],
                     on_timeout=review.get("on_timeout") or {"type": "reject"},
+                    late_timeout=review.get("timeout") if late else None,
                 )
             )
         return gates, record
 
-    def _deadline(self, gates: Sequence[Gate], record: _Record | None, state: Any, runtime: Any) -> float | None:
+    def _deadline(self, gates: Sequence[Gate], record: _Record | None) -> float | None:
         deadline = record.get("deadline") if record else None
-        covered = record["calls"] if record else {}
         for gate in gates:  # calls decided in after_model: their deadline counts from now
-            if str(gate.call["id"]) not in covered:
-                review = self._policy.review_of(gate.call, state, runtime)
-                if review is not None and "timeout" in review:
-                    late = self._now() + review["timeout"]
-                    deadline = late if deadline is None else min(deadline, late)
+            if gate.late_timeout is not None:
+                late = self._now() + gate.late_timeout
+                deadline = late if deadline is None else min(deadline, late)
         return deadline
 
     def _review(self, state: Any, runtime: Any) -> dict[str, Any] | None:
@@ -260,7 +311,9 @@ class HumanInTheLoopMiddleware(ModelCallFlowHooks, FrozenConfig, AgentMiddleware
         cleared = {PENDING: {self.name: None}} if record is not None else {}
         if not gates:
             return cleared or None
-        deadline = self._deadline(gates, record, state, runtime)
+        if self.interrupt_mode == "per_call":
+            self._require_ids(gates)
+        deadline = self._deadline(gates, record)
         tools = record["tools"] if record else None
         if self.interrupt_mode == "batched":
             outcomes = self._ask(gates, tools, deadline, runtime)
@@ -278,6 +331,18 @@ class HumanInTheLoopMiddleware(ModelCallFlowHooks, FrozenConfig, AgentMiddleware
         else:
             self._emit(runtime, "decisions_received", gates, outcomes)
         return {**self._apply(state, outcomes, deadline), **cleared}
+
+    def _require_ids(self, gates: Sequence[Gate]) -> None:
+        """Per call, a reviewed call is answered by its id: one without (None) cannot be reviewed, nor run."""
+        for gate in gates:
+            if gate.call.get("id") is None:
+                raise MiddlewareConfigError(  # LangChain 1.5's sentence first
+                    f"Tool call `{gate.call['name']}` has no ID, so its result can't be matched to it. Make sure the "
+                    f"chat model returns tool call IDs. ({self.name}: interrupt_mode='per_call' answers each reviewed "
+                    f"call by its id; nothing was run.)",
+                    middleware=self.name,
+                    hook="after_model",
+                )
 
     @hook_config(may_interrupt=True)
     def after_model(self, state: HumanInTheLoopState, runtime: Runtime[Any] | None) -> dict[str, Any] | None:
@@ -308,7 +373,7 @@ class HumanInTheLoopMiddleware(ModelCallFlowHooks, FrozenConfig, AgentMiddleware
     ) -> list[Outcome]:
         """Interrupt for ``gates``; return the validated decisions. With LangGraph's ``interrupt`` the validation
         runs inside it, before the value is recorded, so a bad value leaves the interrupt pending."""
-        ask = self._interrupt or importlib.import_module(__package__ or "").interrupt  # looked up now
+        ask = self._interrupt or _interrupt_function()
         fmt = ResumeFormat(owner=self.name, gates=gates, tools=tools, per_call=self.interrupt_mode == "per_call",
                            deadline=deadline, clock=self._now)
         payload = self._payload(gates, deadline)
@@ -317,7 +382,7 @@ class HumanInTheLoopMiddleware(ModelCallFlowHooks, FrozenConfig, AgentMiddleware
                 _require_checkpointer(self.name)
             if not _takes_response_schema(ask):
                 return fmt.outcomes(fmt.validate(ask(payload)))
-            schema = Annotated[Any, PlainValidator(fmt.validate, json_schema_input_type=fmt.type)]
+            schema = Annotated[Any, PlainValidator(fmt.validate_in_pydantic, json_schema_input_type=fmt.shown)]
             try:
                 validated = ask(payload, response_schema=cast(Any, schema))
             except ValidationError as exc:
@@ -369,12 +434,9 @@ class HumanInTheLoopMiddleware(ModelCallFlowHooks, FrozenConfig, AgentMiddleware
             if outcome.kind == "edit":
                 entry["requested"] = {"name": call["name"], "args": call["args"]}
                 edits[str(call["id"])] = outcome.call
-            elif outcome.kind == "reject":
-                answers.append(_rejection(call, outcome.message, deadline if outcome.expired else None))
-            elif outcome.kind == "respond":
-                answers.append(ToolMessage(content=outcome.message or "", name=call["name"],
-                                           tool_call_id=call["id"] or "", status="success"))
-            record[str(call["id"])] = entry
+            elif outcome.kind in ("reject", "respond"):
+                answers.append(_answer(call, outcome, deadline))
+            record[str(call["id"])] = entry  # approvals too: the history is an audit trail of every review
         metadata = dict(ai.response_metadata)
         metadata["human_review"] = {**(metadata.get("human_review") or {}), **record}
         update: dict[str, Any] = {"tool_calls": calls, "response_metadata": metadata}
@@ -424,6 +486,20 @@ class HumanInTheLoopMiddleware(ModelCallFlowHooks, FrozenConfig, AgentMiddleware
 
 
 # -- module helpers --------------------------------------------------------------------------------------------------
+def _run_config() -> Any:
+    """The run's config, through this module's ``get_config`` (looked up now: a patch point, like ``interrupt``)."""
+    return globals()["get_config"]()
+
+
+def _interrupt_function() -> Callable[..., Any]:
+    """The ``interrupt`` to call, looked up now: this module's global (the patch point LangChain's tests use, via
+    ``langchain.agents.middleware.human_in_the_loop``) or the package's (``human_in_the_loop.interrupt``)."""
+    patched = globals()["interrupt"]
+    if patched is not _langgraph_interrupt:
+        return cast(Callable[..., Any], patched)
+    return cast(Callable[..., Any], importlib.import_module(__package__ or "").interrupt)
+
+
 def _takes_response_schema(fn: Callable[..., Any]) -> bool:
     """Whether ``fn`` declares a ``response_schema`` parameter (LangGraph's ``interrupt`` does; a mock does not)."""
     if fn is _langgraph_interrupt:
@@ -436,7 +512,7 @@ def _takes_response_schema(fn: Callable[..., Any]) -> bool:
 
 def _require_checkpointer(name: str) -> None:
     try:
-        configurable = get_config().get("configurable") or {}
+        configurable = _run_config().get("configurable") or {}
     except RuntimeError:  # outside a graph: interrupt() itself says so
         return
     if configurable.get(CONFIG_KEY_CHECKPOINTER) is None:
@@ -454,10 +530,25 @@ def _unwrap(exc: ValidationError) -> BaseException:
     """Our error from inside pydantic's wrapper, still marked as an invalid resume value."""
     for detail in exc.errors():
         error = (detail.get("ctx") or {}).get("error")
+        if isinstance(error, CarriedError):
+            error = error.error
         if isinstance(error, InvalidResumeError):
             mark_invalid_resume(error)
             return error
     return exc
+
+
+def _answer(call: ToolCall, outcome: Outcome, deadline: float | None) -> ToolMessage:
+    """The ``ToolMessage`` a reject or respond decision puts in place of the tool's result, marked as LangChain 1.5
+    marks it (``lc_source="hitl_interrupt_decision"``, ``lc_data={"decision": ...}``)."""
+    if outcome.kind == "respond":
+        message = ToolMessage(content=outcome.message or "", name=call["name"], tool_call_id=call["id"] or "",
+                              status="success")
+    else:
+        message = _rejection(call, outcome.message, deadline if outcome.expired else None)
+    marked = add_notification_metadata(cast(Any, message), source="hitl_interrupt_decision",
+                                       data={"decision": outcome.kind})  # typed for HumanMessage; takes any message
+    return cast(ToolMessage, marked)
 
 
 def _rejection(call: ToolCall, message: str | None, expired_at: float | None) -> ToolMessage:

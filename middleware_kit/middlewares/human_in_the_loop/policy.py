@@ -15,7 +15,6 @@ from typing import Any, NotRequired, cast
 from langchain_core.messages import ToolCall
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
-from langgraph.config import get_config
 from langgraph.prebuilt import ToolRuntime
 from pydantic import TypeAdapter, ValidationError
 from typing_extensions import TypedDict
@@ -61,10 +60,14 @@ def _quote(items: tuple[str, ...] | list[str]) -> str:
 def tool_schema(tool: BaseTool) -> dict[str, Any]:
     """The argument JSON schema the model was given (injected arguments excluded)."""
     try:
-        params = convert_to_openai_tool(tool)["function"].get("parameters")
+        function = convert_to_openai_tool(tool)["function"]
     except Exception:  # an exotic tool: accept any arguments rather than refuse every edit
         return {}
-    return dict(params) if isinstance(params, dict) else {}
+    params = function.get("parameters")
+    schema = dict(params) if isinstance(params, dict) else {}
+    if schema and function.get("description") and "description" not in schema:
+        schema["description"] = function["description"]  # what the tool does, for a reviewer's edit form
+    return schema
 
 
 def schema_json(schema: dict[str, Any] | type[Any] | None) -> dict[str, Any] | None:
@@ -92,10 +95,12 @@ def when_arity(fn: Any) -> int | None:
     return None
 
 
-def _tool_runtime(call: ToolCall, state: Any, runtime: Any) -> ToolRuntime[Any, Any]:
+def _tool_runtime(
+    call: ToolCall, state: Any, runtime: Any, run_config: Callable[[], Any]
+) -> ToolRuntime[Any, Any]:
     """The ``ToolRuntime`` a LangChain-style ``when(request)`` reads (``request.runtime.context`` etc.)."""
     try:
-        config: Any = get_config()
+        config: Any = run_config()
     except RuntimeError:  # a hook called directly, outside a graph
         config = {}
     return ToolRuntime(
@@ -111,10 +116,14 @@ def _tool_runtime(call: ToolCall, state: Any, runtime: Any) -> ToolRuntime[Any, 
 class Policy:
     """The validated ``interrupt_on`` of one middleware (immutable once built)."""
 
-    __slots__ = ("_owner", "description_prefix", "dynamic", "static")
+    __slots__ = ("_owner", "_run_config", "description_prefix", "dynamic", "static")
 
-    def __init__(self, owner: str, interrupt_on: object, description_prefix: str) -> None:
+    def __init__(
+        self, owner: str, interrupt_on: object, description_prefix: str, run_config: Callable[[], Any]
+    ) -> None:
+        """``run_config()``: the run's ``RunnableConfig`` (raises ``RuntimeError`` outside a graph)."""
         self._owner = owner
+        self._run_config = run_config
         self.description_prefix = description_prefix
         self.dynamic: InterruptOnPolicy | None = None
         self.static: dict[str, InterruptOnConfig] = {}
@@ -225,7 +234,7 @@ class Policy:
         when: Callable[..., Any] | None = config.get("when")
         if when is not None:
             if when_arity(when) == 1:
-                gated = when(ToolCallRequest(call, None, state, _tool_runtime(call, state, runtime)))
+                gated = when(ToolCallRequest(call, None, state, _tool_runtime(call, state, runtime, self._run_config)))
             else:
                 gated = when(call, state, runtime)
             if not gated:

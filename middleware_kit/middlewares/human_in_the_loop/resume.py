@@ -27,6 +27,7 @@ from pydantic import (
     create_model,
     with_config,
 )
+from pydantic_core import core_schema
 from typing_extensions import TypedDict
 
 from middleware_kit.middlewares.human_in_the_loop.policy import describe_value
@@ -57,6 +58,9 @@ class Gate:
     args_schema: dict[str, Any] | type[Any] | None
     on_timeout: Mapping[str, Any]
     """The decision this call gets when its approval expires."""
+    late_timeout: float | None = None
+    """For a call first decided in ``after_model`` (not recorded when the model answered): its ``timeout``, counted
+    from now."""
 
     @property
     def label(self) -> str:
@@ -137,7 +141,7 @@ def _args_problems(args: Mapping[str, Any], schema: dict[str, Any] | type[Any]) 
     return []
 
 
-def _derive(typed: Any, name: str, **overrides: Any) -> Any:
+def _derive(typed: Any, type_name: str, **overrides: Any) -> Any:
     """``typed`` (a closed public TypedDict) with some field types replaced: the shape stays defined once."""
     hints = get_type_hints(typed, include_extras=True)
     fields = {
@@ -145,7 +149,7 @@ def _derive(typed: Any, name: str, **overrides: Any) -> Any:
         for key, hint in hints.items()
     }
     config = getattr(typed, "__pydantic_config__", None) or ConfigDict(extra="forbid")
-    return with_config(config)(TypedDict(name, fields))  # type: ignore[operator]
+    return with_config(config)(TypedDict(type_name, fields))  # type: ignore[operator]
 
 
 # -- the format of one pending review ----------------------------------------------------------------------------------
@@ -209,7 +213,10 @@ class ResumeFormat:
         if per_call:
             options.append(Annotated[decisions[0], Tag("decision")])
         self.type: Any = Annotated[Union[tuple(options)], Discriminator(_top_tag(per_call))]  # noqa: UP007
-        """The reply's type: what :attr:`adapter` validates and what its JSON schema describes."""
+        """The reply's type: what :attr:`adapter` validates."""
+        self.shown: Any = decisions[0] if per_call else self.type
+        """What clients see as the interrupt's ``response_schema``: in per-call mode one decision (LangChain 1.5's
+        schema; the batched form and ``{"expired": True}`` are accepted too, but not advertised)."""
         self.adapter: TypeAdapter[Any] = TypeAdapter(cast(Any, self.type))
 
     # -- building ---------------------------------------------------------------------------------------------------
@@ -218,12 +225,25 @@ class ResumeFormat:
         for kind in gate.allowed:
             typed: Any = DECISION_TYPEDDICTS[kind]
             if kind == "edit":
-                args = Annotated[dict[str, Any], WithJsonSchema(self._shown_args_schema(gate))]
-                edited = _derive(EditedAction, "EditedAction", args=args)
+                edited = self._edited_action_type(gate)
                 typed = Annotated[_derive(typed, "EditDecision", edited_action=edited),
                                   AfterValidator(self._edit_checker(gate))]
             options.append(Annotated[typed, Tag(kind)])
         return Annotated[Union[tuple(options)], Discriminator(_decision_tag)]  # noqa: UP007
+
+    def _edited_action_type(self, gate: Gate) -> Any:
+        """``EditedAction`` for ``gate``. Per call (as LangChain 1.5): the tool is pinned and its own argument schema
+        is shown as a definition named after the tool; batched: the arguments' schema inline."""
+        name = gate.call["name"]
+        tool_schema = (self.tools or {}).get(name)
+        pinned = NotRequired[Literal[name]]
+        if self.per_call and tool_schema is not None:
+            return _derive(EditedAction, "EditedAction", name=pinned, args=_named_args(name, tool_schema))
+        if self.per_call:
+            return _derive(EditedAction, "EditedAction", name=pinned,
+                           args=Annotated[dict[str, Any], WithJsonSchema(self._shown_args_schema(gate))])
+        args = Annotated[dict[str, Any], WithJsonSchema(self._shown_args_schema(gate))]
+        return _derive(EditedAction, "EditedAction", args=args)
 
     def _shown_args_schema(self, gate: Gate) -> dict[str, Any]:
         if isinstance(gate.args_schema, dict):
@@ -278,7 +298,36 @@ class ResumeFormat:
         try:
             return self.adapter.validate_python(value)
         except ValidationError as exc:
+            errors = exc.errors()
+            if self.per_call and errors and all(e["loc"][:1] == ("decision",) for e in errors):
+                raise self._decision_validation_error(value, errors) from None
             raise self._translate(value, exc) from None
+
+    def validate_in_pydantic(self, value: Any) -> Any:
+        """:meth:`validate` as a pydantic validator function: pydantic would merge the line errors of a
+        ``ValidationError`` raised here into its own, losing ours, so it travels inside a ``ValueError``."""
+        try:
+            return self.validate(value)
+        except InvalidDecisionError as exc:
+            raise CarriedError(exc) from None
+
+    def _decision_validation_error(self, value: Any, errors: list[Any]) -> InvalidDecisionError:
+        """A per-call answer that is not one of the call's decisions: pydantic's errors (as LangChain 1.5 raises
+        them, located in the decision), under a title naming the middleware, the call and the fix."""
+        gate = self.gates[0]
+        title = (
+            f"{self.owner}.after_model: the answer for {gate.label} (allowed: {_quote(gate.allowed)}; nothing was "
+            f"saved: resume the same interrupt again with a corrected decision)"
+        )
+        details: list[Any] = [
+            {"type": e["type"], "loc": tuple(e["loc"][1:]), "input": e["input"], **({"ctx": e["ctx"]} if "ctx" in e
+                                                                                   else {})}
+            for e in errors
+        ]
+        error = InvalidDecisionError.from_exception_data(title, details)
+        error.middleware, error.hook = self.owner, "after_model"
+        error.tool_name, error.tool_call_id, error.allowed_decisions = gate.call["name"], gate.call["id"], gate.allowed
+        return error
 
     def outcomes(self, validated: Any) -> list[Outcome]:
         """One :class:`Outcome` per gate, from a value :meth:`validate` accepted."""
@@ -403,6 +452,13 @@ class ResumeFormat:
             )
         if kind == "value_error":
             return self._invalid(str(ctx.get("error", msg)), gate)
+        if loc == ["edited_action", "name"] and kind == "literal_error":
+            return self._invalid(
+                f"in per-call mode an edit runs the reviewed tool: 'edited_action.name' of the edit of {gate.label} "
+                f"must be '{gate.call['name']}' (or left out); got {describe_value(decision['edited_action']['name'])}"
+                f". To run another tool, reject the call with a message saying which.",
+                gate,
+            )
         if given == "respond" and loc == ["message"]:
             return self._invalid(
                 f"the 'respond' decision for {gate.label} needs a 'message' (str): it becomes the tool's result; "
@@ -415,6 +471,36 @@ class ResumeFormat:
                 gate,
             )
         return self._invalid(f"the '{given}' decision for {gate.label} is invalid at '{path}': {msg}.", gate)
+
+
+class InvalidDecisionError(ValidationError, InvalidResumeError):
+    """A per-call answer that is not one of the reviewed call's decisions: pydantic's ``ValidationError`` (what
+    LangChain 1.5 raises) and an :class:`InvalidResumeError`. Nothing was saved: the interrupt is still pending."""
+
+    def __init__(self, *args: Any) -> None:  # built by ``from_exception_data``
+        pass
+
+
+class CarriedError(ValueError):
+    """Carries an :class:`InvalidDecisionError` out of a pydantic validator function (see ``validate_in_pydantic``)."""
+
+    def __init__(self, error: InvalidDecisionError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def _named_args(name: str, schema: Mapping[str, Any]) -> Any:
+    """An arguments type shown as the definition ``name`` with the tool's own JSON schema; it takes any object (the
+    arguments are checked against the tool's schema after)."""
+
+    def core(_cls: type, _source: Any, _handler: Any) -> core_schema.CoreSchema:
+        return core_schema.dict_schema(core_schema.str_schema(), core_schema.any_schema(), ref=f"{name}:args")
+
+    def shown(_cls: type, _core: Any, _handler: Any) -> dict[str, Any]:
+        return dict(schema)
+
+    return type(name, (), {"__get_pydantic_core_schema__": classmethod(core),
+                           "__get_pydantic_json_schema__": classmethod(shown)})
 
 
 def _quote(items: Sequence[str]) -> str:

@@ -34,6 +34,7 @@ __all__ = [
     "DescriptionFactory",
     "HumanInTheLoopState",
     "InterruptOnConfig",
+    "InterruptMode",
     "InterruptOnPolicy",
     "InvalidResumeError",
     "OnTimeout",
@@ -46,6 +47,8 @@ __all__ = [
 
 DecisionType: TypeAlias = Literal["approve", "edit", "reject", "respond"]
 """What a reviewer may decide for one call."""
+InterruptMode: TypeAlias = Literal["batched", "per_call"]
+"""How the middleware pauses: one interrupt per model turn (``"batched"``) or one per reviewed call."""
 DECISION_TYPES: tuple[DecisionType, ...] = ("approve", "edit", "reject", "respond")
 _CLOSED = ConfigDict(extra="forbid", strict=True)  # JSON values only: no bytes-to-str coercion
 
@@ -206,7 +209,9 @@ class InterruptOnConfig(TypedDict, total=False):
 
 class InvalidResumeError(MiddlewareError, ValueError):
     """The value a run was resumed with is not a valid answer to the pending review. Nothing was recorded: the
-    interrupt is still pending, and the thread can be resumed again with a corrected value.
+    interrupt is still pending, and the thread can be resumed again with a corrected value. In per-call mode, a
+    single decision that is not one of the call's is also a ``pydantic.ValidationError`` (what LangChain 1.5 raises),
+    located in the decision (``edit.edited_action``) and titled with the middleware, the call and the fix.
 
     Attributes:
         tool_name: The tool of the decision at fault (None when the problem is the value as a whole).
