@@ -95,7 +95,7 @@ def run_files(relpaths: list[str], root: Path | None = None) -> FileResult:
     env.pop("PYTEST_XDIST_WORKER", None)
     args = [sys.executable, "-m", "pytest", "-q", "-p", "lc_plugin", "-p", "no:cacheprovider", "-p", "no:xdist",
             "-p", "no:randomly", f"--junitxml={report}", "-o", "junit_family=xunit1", "--timeout=120",
-            *(SUITE_PREFIX + relpath for relpath in relpaths)]
+            "--continue-on-collection-errors", *(SUITE_PREFIX + relpath for relpath in relpaths)]
     proc = subprocess.run(args, cwd=root, env=env, capture_output=True, text=True, timeout=900, check=False)
     if not report.exists():
         output = f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
@@ -112,6 +112,9 @@ def _parse(report: Path, relpath: str | None = None) -> FileResult:
     result = FileResult()
     for case in ET.parse(report).getroot().iter("testcase"):
         name = case.get("name", "")
+        if not case.get("classname"):  # a file that failed to collect: its module path is the name
+            case.set("classname", name)
+            name = "<collection>"
         parts = case.get("classname", "").split(".")
         classes = [p for p in parts if p[:1].isupper()]
         modules = [p for p in parts if not p[:1].isupper()]
