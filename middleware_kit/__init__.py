@@ -277,6 +277,7 @@ def _serve_from_middleware_module() -> None:
 
     for name in __all__:
         vars(middleware).setdefault(name, globals()[name])
+    middleware.__all__ = [*middleware.__all__, *(name for name in __all__ if name not in middleware.__all__)]
 
 
 _serve_from_middleware_module()

@@ -156,7 +156,9 @@ def _detect(text: str, find: Callable[[str], list[tuple[int, int]]], pii_type: s
 # -- URL -------------------------------------------------------------------------------------------------------
 _URL = re.compile(
     rf"(?<![{_WORD}@.+-])"  # not inside a word, an email or a longer host name
-    r"(?:(?:https?|ftp)://(?=[\w\[])|www\.(?=[A-Za-z0-9-]++\.[A-Za-z]))"
+    r"(?:(?:https?|ftp)://(?=[\w\[])|www\.(?=[A-Za-z0-9-]++\.[A-Za-z])"
+    # a bare host with a path (example.com/page): labels, an alphabetic top-level domain, then a slash
+    r"|(?=(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)++[A-Za-z]{2,63}/))"
     rf"[^\s<>\"'`{{}}|\\^{_NOSPACE}]++",
     re.IGNORECASE,
 )
@@ -206,7 +208,8 @@ def detect_url(text: str) -> list[PIIMatch]:
     """URLs with an ``http``/``https``/``ftp`` scheme or starting with ``www.``: ports, paths, queries, fragments and
     balanced parentheses (``https://en.wikipedia.org/wiki/Foo_(bar)``) included; trailing sentence punctuation,
     unbalanced closing brackets and text of a script written without spaces (CJK, Thai, Hangul: ``詳細は
-    https://example.jp/faqをご覧ください``) excluded. Bare domains (``example.com``) are not URLs here."""
+    https://example.jp/faqをご覧ください``) excluded. A bare domain is a URL when a path follows it
+    (``example.com/page``, as in LangChain); alone (``example.com``) it is not."""
     return _detect(text, _find_urls, "url")
 
 

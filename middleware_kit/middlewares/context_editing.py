@@ -5,24 +5,28 @@ arguments) are replaced by a placeholder **in the request of this model call onl
 changed, so a checkpointed thread keeps every original message, and the next call decides afresh. A cleared
 ``ToolMessage`` keeps its ``tool_call_id`` (and the ``AIMessage`` keeps its calls), so tool-call pairing holds.
 
-The edit runs as a ``modify_model_request``: once per model call, not again when a wrapper retries.
+The edit runs as a ``modify_model_request``: once per model call, not again when a wrapper retries. LangChain's
+``wrap_model_call(request, handler)`` / ``awrap_model_call`` edit too, for a direct call (as LangChain's own tests
+make it); an agent does not run them (no wrap layer): the edit is its ``modify_model_request``.
 
 Tests may patch :data:`count_tokens_approximately` in this module (it is looked up at call time).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Generator, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, cast
 
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, ToolMessage
 from langchain_core.messages.utils import count_tokens_approximately
 
 from middleware_kit.errors import MiddlewareConfigError
+from middleware_kit.flow import adrive, drive
 from middleware_kit.middleware import AgentMiddleware
+from middleware_kit.middlewares._direct import direct_call_only
 from middleware_kit.middlewares._frozen import FrozenConfig
-from middleware_kit.types import ModelRequest
+from middleware_kit.types import ModelRequest, ModelResponse
 
 __all__ = [
     "DEFAULT_TOOL_PLACEHOLDER",
@@ -221,3 +225,21 @@ class ContextEditingMiddleware(FrozenConfig, AgentMiddleware):
 
     async def amodify_model_request(self, request: ModelRequest[Any], state: Any) -> ModelRequest[Any]:
         return self._edit(request)
+
+    def _edited_call(self, request: ModelRequest[Any]) -> Generator[ModelRequest[Any], Any, Any]:
+        return (yield self._edit(request))
+
+    @direct_call_only
+    def wrap_model_call(
+        self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Any]
+    ) -> ModelResponse[Any] | AIMessage:
+        """LangChain's hook, for a direct call: ``handler`` gets the edited request. An agent does not run it (see
+        :class:`~._direct.direct_call_only`): there :meth:`modify_model_request` edits, once per model call."""
+        return cast("ModelResponse[Any] | AIMessage", drive(self._edited_call(request), handler, ModelRequest))
+
+    @direct_call_only
+    async def awrap_model_call(
+        self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Awaitable[Any]]
+    ) -> ModelResponse[Any] | AIMessage:
+        """Async twin of :meth:`wrap_model_call` (the same one-step flow, awaited)."""
+        return cast("ModelResponse[Any] | AIMessage", await adrive(self._edited_call(request), handler, ModelRequest))

@@ -7,6 +7,9 @@ the refusal ends the run as if it were the answer. With it, a response holding a
 ``ModelFallbackMiddleware`` catches to try another model (list the fallback *before* this middleware, so it is the
 outer layer).
 
+A refusal that failed structured-output parsing first (a ``ProviderStrategy`` answer holding no JSON, only the
+refusal) raises ``ModelRefusalError`` too, instead of ``StructuredOutputValidationError``, as in LangChain 1.5.
+
 It does not infer refusals from text ("I can't help with that" is an answer), and it does not retry.
 ``ModelRefusalError`` is not retryable: ``ModelRetryMiddleware`` should not retry the same request.
 
@@ -26,6 +29,8 @@ from middleware_kit.flow import ModelCallFlow, ModelCallFlowHooks
 from middleware_kit.middleware import AgentMiddleware
 from middleware_kit.middlewares._frozen import FrozenConfig
 from middleware_kit.middlewares._stream import emit
+from middleware_kit.structured_output import StructuredOutputValidationError
+from middleware_kit.trace_policy import TracePolicy, omit_payload
 from middleware_kit.types import ModelRequest, ModelResponse
 
 __all__ = ["ModelRefusalMiddleware", "find_refusal"]
@@ -51,14 +56,21 @@ class ModelRefusalMiddleware(ModelCallFlowHooks, FrozenConfig, AgentMiddleware):
     Takes no arguments. List it after (inside) a ``ModelFallbackMiddleware`` so the fallback can catch the error.
     """
 
+    trace_policy = TracePolicy(process_inputs=omit_payload)
+    """The hook runs' traces keep their timing but not the request, as in LangChain (the messages stay on the model's
+    own run)."""
+
     def __init__(self) -> None:
         pass
 
     def _check(self, request: ModelRequest[Any], response: ModelResponse[Any]) -> ModelResponse[Any]:
         for message in response.result:
-            refusal = find_refusal(message)
-            if refusal is None:
-                continue
+            self._raise_if_refused(request, message)
+        return response
+
+    def _raise_if_refused(self, request: ModelRequest[Any], message: object) -> None:
+        refusal = find_refusal(message)
+        if refusal is not None:
             emit(
                 request.runtime,
                 {
@@ -69,9 +81,12 @@ class ModelRefusalMiddleware(ModelCallFlowHooks, FrozenConfig, AgentMiddleware):
                 },
             )
             raise ModelRefusalError.from_refusal(refusal, raw_message=message)  # type: ignore[arg-type]
-        return response
 
     def model_call_flow(self, request: ModelRequest[Any]) -> ModelCallFlow:
         """Call the model; raise ``ModelRefusalError`` if it refused (a flow hook: one body for invoke and ainvoke)."""
-        response = yield request
+        try:
+            response = yield request
+        except StructuredOutputValidationError as exc:
+            self._raise_if_refused(request, exc.ai_message)
+            raise
         return self._check(request, response)

@@ -23,6 +23,12 @@ Where each thing happens:
   (``<EMAIL_3f9a1c2e|pii2....>``: ciphertext, never the value) until the message the value reaches is guarded, which
   moves the sealed value into that message's vault (and turns pending hashes into the tenant's hashes).
 
+- ``transformers`` (with ``apply_to_output`` or ``apply_to_tool_results``, as in LangChain 1.5): a stream
+  transformer (:mod:`._pii_stream`) rewrites what ``stream_events(version="v3")`` shows that no state write guards:
+  tool events (the tool's input and output, its error text) and the token deltas of unguarded nested agents.
+- ``before_model``/``after_model``: LangChain's hooks, for a direct call only (``mw.before_model(state, runtime)``
+  returns LangChain's update). An agent does not run them (no node, no work per model call): the guard does it.
+
 The placeholder mapping is never held in plain text: a placeholder is named by an HMAC of the value under the
 deployment key, and the value is sealed (encrypted and authenticated with the key) in the ``response_metadata`` of
 the message that carried it (:mod:`._pii_vault`). ``reveal(...)`` opens them for an authorised reviewer.
@@ -31,6 +37,7 @@ the message that carried it (:mod:`._pii_vault`). ``reveal(...)`` opens them for
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import hmac
 import re
@@ -46,6 +53,7 @@ from langgraph.types import Command
 from middleware_kit.errors import MiddlewareConfigError, MiddlewareError
 from middleware_kit.flow import ModelCallFlow, ModelCallFlowHooks, ToolCallFlow, ToolCallFlowHooks
 from middleware_kit.middleware import AgentMiddleware
+from middleware_kit.middlewares._direct import direct_call_only
 from middleware_kit.middlewares._frozen import FrozenConfig
 from middleware_kit.middlewares._pii_detectors import (
     BUILTIN_DETECTORS,
@@ -58,6 +66,7 @@ from middleware_kit.middlewares._pii_detectors import (
     detect_url,
     luhn_valid,
 )
+from middleware_kit.middlewares._pii_stream import PIIStreamRedactor
 from middleware_kit.middlewares._pii_vault import Keyring, KeySpec, VaultError
 from middleware_kit.middlewares._stream import emit
 from middleware_kit.types import AgentState, ExtendedModelResponse, ModelRequest, ModelResponse, ToolCallRequest
@@ -95,7 +104,7 @@ _STRATEGIES = ("redact", "mask", "hash", "block", "placeholder")
 _PLACEHOLDER = re.compile(r"<[^<>\s]{1,64}_[0-9a-f]{8}>")
 _CARRIED = re.compile(r"<([^<>\s|]{1,64}_[0-9a-f]{8})\|(pii\d\.[A-Za-z0-9_-]+)>")
 """A placeholder carrying its sealed value (made by ``guard_resume``; settled into a vault by ``guard_messages``)."""
-_Where = Literal["input", "output", "tool_result", "request"]
+_Where = Literal["input", "output", "tool_result", "request", "stream"]
 _SKIP_KEYS = frozenset({"type", "id", "tool_call_id", "data", "base64", "mime_type", "source_type"})
 """Content-block keys whose values are never scanned (identifiers, inline binary data)."""
 _T = TypeVar("_T")
@@ -338,6 +347,26 @@ class _Scrub:
                 update["additional_kwargs"] = new_kwargs
 
 
+class _WireScrub(_Scrub):
+    """:class:`_Scrub` for the stream (no message, no run): a ``placeholder`` value shows as its placeholder (no
+    sealed value: the stream holds no vault), a hash keyed per run as ``[REDACTED_<TYPE>]``."""
+
+    def replacement(self, value: str) -> str:
+        if self.mw.strategy == "placeholder":
+            return cast(Keyring, self.mw._keyring).name(self.mw.pii_type, value)
+        if self.mw.strategy == "hash" and callable(self.mw.salt):
+            return f"[REDACTED_{self.mw.pii_type.upper()}]"
+        return super().replacement(value)
+
+
+def _last_index(messages: Sequence[Any], kind: type) -> list[int]:
+    """``[i]`` of the last message of type ``kind`` (``[]`` when there is none)."""
+    for i in range(len(messages) - 1, -1, -1):
+        if isinstance(messages[i], kind):
+            return [i]
+    return []
+
+
 def _searchable(message: BaseMessage) -> str:
     """The text a carried or pending value could hide in: content, tool-call arguments, a tool artifact."""
     content = message.content
@@ -460,6 +489,53 @@ def _as_detector(pii_type: str, detector: DetectorSpec, name: str) -> Detector:
     )
 
 
+def _checked_arguments(
+    name: str, pii_type: Any, strategy: Any, memo_bytes: Any, key: KeySpec | None
+) -> Keyring | None:
+    """The constructor's checks (each error names the parameter); the keyring of ``strategy="placeholder"``."""
+    if not isinstance(pii_type, str) or not pii_type:
+        raise MiddlewareConfigError(
+            f"PIIMiddleware pii_type must be a non-empty string; got {pii_type!r}.",
+            middleware=name,
+            hook="pii_type",
+        )
+    if strategy not in _STRATEGIES:
+        raise MiddlewareConfigError(
+            f"PIIMiddleware strategy must be one of {', '.join(map(repr, _STRATEGIES))}; got {strategy!r}.",
+            middleware=name,
+            hook="strategy",
+        )
+    if not isinstance(memo_bytes, int) or isinstance(memo_bytes, bool) or memo_bytes < 0:
+        raise MiddlewareConfigError(
+            f"{name}: memo_bytes must be an int >= 0 (bytes; 0 disables the memo); got {memo_bytes!r}.",
+            middleware=name,
+            hook="memo_bytes",
+        )
+    keyring: Keyring | None = None
+    if strategy == "placeholder":
+        if key is None:
+            raise MiddlewareConfigError(
+                f"{name}: strategy='placeholder' needs key=: the real values behind the placeholders are kept "
+                f"only encrypted with a key your deployment supplies (never in plain text). Fix: "
+                f"PIIMiddleware({pii_type!r}, strategy='placeholder', key=os.environ['PII_KEY']) with a secret of "
+                f"at least 32 bytes (secrets.token_urlsafe(32)); a list of keys rotates (the first is current).",
+                middleware=name,
+                hook="key",
+            )
+        try:
+            keyring = Keyring.of(key)
+        except (ValueError, TypeError) as exc:
+            raise MiddlewareConfigError(f"{name}: key is not usable: {exc}.", middleware=name, hook="key") from None
+    elif key is not None:
+        raise MiddlewareConfigError(
+            f"{name}: key= is only used by strategy='placeholder' (got strategy={strategy!r}); for 'hash' pass "
+            f"salt=.",
+            middleware=name,
+            hook="key",
+        )
+    return keyring
+
+
 class PIIMiddleware(ModelCallFlowHooks, ToolCallFlowHooks, FrozenConfig, AgentMiddleware[AgentState[Any], Any]):
     """Detect one type of PII and redact, mask, hash, block or replace it with placeholders, before it is committed.
 
@@ -502,46 +578,7 @@ class PIIMiddleware(ModelCallFlowHooks, ToolCallFlowHooks, FrozenConfig, AgentMi
         name: str | None = None,
     ) -> None:
         name = name or f"PIIMiddleware[{pii_type}]"
-        if not isinstance(pii_type, str) or not pii_type:
-            raise MiddlewareConfigError(
-                f"PIIMiddleware pii_type must be a non-empty string; got {pii_type!r}.",
-                middleware=name,
-                hook="pii_type",
-            )
-        if strategy not in _STRATEGIES:
-            raise MiddlewareConfigError(
-                f"PIIMiddleware strategy must be one of {', '.join(map(repr, _STRATEGIES))}; got {strategy!r}.",
-                middleware=name,
-                hook="strategy",
-            )
-        if not isinstance(memo_bytes, int) or isinstance(memo_bytes, bool) or memo_bytes < 0:
-            raise MiddlewareConfigError(
-                f"{name}: memo_bytes must be an int >= 0 (bytes; 0 disables the memo); got {memo_bytes!r}.",
-                middleware=name,
-                hook="memo_bytes",
-            )
-        keyring: Keyring | None = None
-        if strategy == "placeholder":
-            if key is None:
-                raise MiddlewareConfigError(
-                    f"{name}: strategy='placeholder' needs key=: the real values behind the placeholders are kept "
-                    f"only encrypted with a key your deployment supplies (never in plain text). Fix: "
-                    f"PIIMiddleware({pii_type!r}, strategy='placeholder', key=os.environ['PII_KEY']) with a secret of "
-                    f"at least 32 bytes (secrets.token_urlsafe(32)); a list of keys rotates (the first is current).",
-                    middleware=name,
-                    hook="key",
-                )
-            try:
-                keyring = Keyring.of(key)
-            except (ValueError, TypeError) as exc:
-                raise MiddlewareConfigError(f"{name}: key is not usable: {exc}.", middleware=name, hook="key") from None
-        elif key is not None:
-            raise MiddlewareConfigError(
-                f"{name}: key= is only used by strategy='placeholder' (got strategy={strategy!r}); for 'hash' pass "
-                f"salt=.",
-                middleware=name,
-                hook="key",
-            )
+        keyring = _checked_arguments(name, pii_type, strategy, memo_bytes, key)
         self.pii_type = pii_type
         self.strategy: Strategy = strategy
         self.detector = _as_detector(pii_type, detector, name)
@@ -563,6 +600,10 @@ class PIIMiddleware(ModelCallFlowHooks, ToolCallFlowHooks, FrozenConfig, AgentMi
         # ones and regexes; a custom function may depend on something that changes, so it is always called.
         pure = detector is None or isinstance(detector, str | re.Pattern)
         self._clean: _CleanMemo | None = _CleanMemo(memo_bytes) if pure and memo_bytes else None
+        # The stream surfaces no state write guards (tool events, token deltas of unguarded nested agents): one
+        # transformer per stream scope, as LangChain 1.5 installs when output or tool results are covered.
+        if apply_to_output or apply_to_tool_results:
+            self.transformers = (functools.partial(PIIStreamRedactor, redact=self._on_the_wire),)
 
     # -- helpers, public for unit tests and custom layers -------------------------------------------------------
     def detect(self, text: str) -> list[PIIMatch]:
@@ -586,6 +627,10 @@ class PIIMiddleware(ModelCallFlowHooks, ToolCallFlowHooks, FrozenConfig, AgentMi
                 kept.append(m)
                 end = m["end"]
         return kept
+
+    def _on_the_wire(self, text: str) -> str:
+        """``text`` as the stream may show it (the ``redact`` of :class:`PIIStreamRedactor`); ``block`` raises."""
+        return _WireScrub(self, None, "transformers").text(text, "stream", None)
 
     def salt_for(self, runtime: Any) -> bytes | None:
         """The hash key for a run: ``salt``, or what ``salt(runtime)`` returns (None when the salt is a function and
@@ -724,6 +769,59 @@ class PIIMiddleware(ModelCallFlowHooks, ToolCallFlowHooks, FrozenConfig, AgentMi
             if marker in _searchable(message):
                 changed.append(self._settled(message, runtime))
         return {"messages": changed} if changed else None
+
+    # -- LangChain's node hooks, for a direct call ------------------------------------------------------------------
+    @direct_call_only
+    def before_model(self, state: AgentState[Any], runtime: Runtime[Any] | None) -> dict[str, Any] | None:
+        """LangChain's hook, called directly (``mw.before_model(state, runtime)``): the last human message
+        (``apply_to_input``) and the tool results after the last AI message (``apply_to_tool_results``) rewritten,
+        as ``{"messages": [...the whole list...]}``, or None when nothing changed. ``block`` raises.
+
+        An agent does not run it (:class:`~._direct.direct_call_only`): :meth:`guard_messages` rewrites those
+        messages before they are stored."""
+        if not (self.apply_to_input or self.apply_to_tool_results):
+            return None
+        messages = list(state.get("messages") or ())
+        targets: list[int] = []
+        if self.apply_to_input:
+            targets += _last_index(messages, HumanMessage)
+        if self.apply_to_tool_results:
+            last_ai = _last_index(messages, AIMessage)
+            if last_ai:
+                targets += [i for i in range(last_ai[0] + 1, len(messages)) if isinstance(messages[i], ToolMessage)]
+        return self._rewritten(messages, targets, runtime, "before_model")
+
+    @direct_call_only
+    async def abefore_model(self, state: AgentState[Any], runtime: Runtime[Any] | None) -> dict[str, Any] | None:
+        """:meth:`before_model` (CPU work only: no thread hop under ``ainvoke``)."""
+        return self.before_model(state, runtime)
+
+    @direct_call_only
+    def after_model(self, state: AgentState[Any], runtime: Runtime[Any] | None) -> dict[str, Any] | None:
+        """LangChain's hook, called directly: the last AI message (``apply_to_output``) rewritten, as
+        ``{"messages": [...]}``, or None. An agent does not run it: the guard and :meth:`model_call_flow` rewrite
+        the answer before any ``after_model`` hook sees it."""
+        if not self.apply_to_output:
+            return None
+        messages = list(state.get("messages") or ())
+        return self._rewritten(messages, _last_index(messages, AIMessage), runtime, "after_model")
+
+    @direct_call_only
+    async def aafter_model(self, state: AgentState[Any], runtime: Runtime[Any] | None) -> dict[str, Any] | None:
+        """:meth:`after_model` (CPU work only: no thread hop under ``ainvoke``)."""
+        return self.after_model(state, runtime)
+
+    def _rewritten(
+        self, messages: list[AnyMessage], targets: Sequence[int], runtime: Any, hook: str
+    ) -> dict[str, Any] | None:
+        scrub = _Scrub(self, runtime, hook)
+        changed = False
+        for i in targets:
+            new = scrub.message(messages[i], i)
+            if new is not messages[i]:
+                messages[i], changed = cast(AnyMessage, new), True
+        self._report(scrub, runtime, hook)
+        return {"messages": messages} if changed else None
 
     # -- the model call --------------------------------------------------------------------------------------------
     def model_call_flow(self, request: ModelRequest[Any]) -> ModelCallFlow:

@@ -32,7 +32,7 @@ import sys
 import warnings
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, TypeAlias, cast
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import (
@@ -56,6 +56,7 @@ from middleware_kit import models
 from middleware_kit.agent_defaults import AgentDefaults, current_agent
 from middleware_kit.drive import Flow, Step, run_async, run_sync
 from middleware_kit.errors import MiddlewareConfigError, MiddlewareError
+from middleware_kit.internal_calls import internal_call_metadata
 from middleware_kit.middleware import AgentMiddleware
 from middleware_kit.middlewares._frozen import FrozenConfig
 from middleware_kit.middlewares._stream import emit
@@ -149,7 +150,9 @@ Messages to summarize:
 messages; on a rolling summary it starts with the previous summary (see ``summary_prompt``)."""
 
 _KINDS = ("tokens", "messages", "fraction")
-Summarizer: TypeAlias = "Callable[[list[AnyMessage]], str | Awaitable[str]] | Runnable[Any, Any]"
+Summarizer: TypeAlias = (
+    "str | BaseChatModel | Callable[[list[AnyMessage]], str | Awaitable[str]] | Runnable[Any, Any]"
+)
 
 
 def resolve_model(model: Any) -> BaseChatModel:
@@ -209,27 +212,58 @@ def _check_size(kind: Any, value: Any, param: str) -> tuple[str, float]:
     return kind, float(value)
 
 
+class _ConfigTypeError(MiddlewareConfigError, TypeError):
+    """A constructor argument of the wrong type (a ``TypeError``, as in LangChain, and a ``MiddlewareConfigError``)."""
+
+
+def _check_clause_value(kind: Any, value: Any) -> tuple[str, float]:
+    """One condition of a dict clause, checked with LangChain 1.5's sentences (no silent coercion)."""
+    if kind not in _KINDS:
+        raise _config_error("trigger", f"Unsupported trigger metric: {kind!r}. Use one of {list(_KINDS)}")
+    if isinstance(value, bool):
+        raise _config_error("trigger", f"{kind} trigger value must be numeric, got {value!r}")
+    if kind == "fraction" and not isinstance(value, (int, float)):
+        raise _config_error("trigger", f"Fraction trigger values must be numeric, got {value!r}")
+    if kind != "fraction" and not isinstance(value, int):
+        raise _config_error("trigger", f"{kind} trigger values must be integers, got {value!r}")
+    return _check_size(kind, value, "trigger")
+
+
+def _parse_clause(spec: Mapping[Any, Any]) -> tuple[tuple[str, float], ...]:
+    if not spec:
+        raise _config_error(
+            "trigger", "trigger clause must specify at least one of 'tokens', 'messages', 'fraction', e.g. "
+            "{'tokens': 50_000}"
+        )
+    return tuple(_check_clause_value(k, v) for k, v in spec.items())
+
+
 def _parse_trigger(spec: Any) -> tuple[tuple[tuple[str, float], ...], ...]:
-    """OR of AND clauses."""
+    """OR of AND clauses; an empty list has none (never summarizes)."""
     if isinstance(spec, tuple) and len(spec) == 2 and isinstance(spec[0], str):
         return ((_check_size(spec[0], spec[1], "trigger"),),)
     if isinstance(spec, Mapping):
-        if not spec:
-            raise _config_error(
-                "trigger", "trigger: a dict clause needs at least one condition, e.g. {'tokens': 50_000}"
-            )
-        return (tuple(_check_size(k, v, "trigger") for k, v in spec.items()),)
-    if isinstance(spec, list) and spec:
+        return (_parse_clause(spec),)
+    if isinstance(spec, list):
         clauses: list[tuple[tuple[str, float], ...]] = []
         for item in spec:
-            if isinstance(item, list):
-                raise _config_error("trigger", "trigger: a list holds (kind, value) tuples or dict clauses, not lists")
-            clauses.extend(_parse_trigger(item))
+            if isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str):
+                clauses.append((_check_size(item[0], item[1], "trigger"),))
+            elif isinstance(item, Mapping):
+                clauses.append(_parse_clause(item))
+            else:
+                raise _ConfigTypeError(
+                    f"Unsupported trigger item type: {type(item)}. A trigger list holds (kind, value) tuples or dict "
+                    f"clauses (SummarizationMiddleware, trigger.)",
+                    middleware="SummarizationMiddleware",
+                    hook="trigger",
+                )
         return tuple(clauses)
-    raise _config_error(
-        "trigger",
-        f"trigger must be a (kind, value) tuple, a dict clause (AND), a non-empty list of them (OR), or a function "
-        f"of the runtime returning one; got {spec!r}",
+    raise _ConfigTypeError(
+        f"Unsupported trigger type: {type(spec)}. Pass a (kind, value) tuple, a dict clause (AND), a list of them "
+        f"(OR; [] never summarizes), or a function of the runtime returning one (SummarizationMiddleware, trigger.)",
+        middleware="SummarizationMiddleware",
+        hook="trigger",
     )
 
 
@@ -289,6 +323,93 @@ def _newest_human(messages: Sequence[AnyMessage]) -> int | None:
     return None
 
 
+def _legacy_arguments(trigger: Any, keep: Any, deprecated_kwargs: Mapping[str, Any]) -> tuple[Any, Any]:
+    """LangChain's deprecated ``max_tokens_before_summary=`` / ``messages_to_keep=`` as ``trigger`` / ``keep``."""
+    unknown = sorted(set(deprecated_kwargs) - {"max_tokens_before_summary", "messages_to_keep"})
+    if unknown:
+        raise MiddlewareConfigError(
+            f"SummarizationMiddleware got unexpected keyword argument(s) {unknown}. Use trigger=..., keep=..., "
+            f"token_counter=..., summary_prompt=..., trim_tokens_to_summarize=..., summarizer=... or on_failure=.",
+            middleware="SummarizationMiddleware",
+            hook=unknown[0],
+        )
+    if "max_tokens_before_summary" in deprecated_kwargs:
+        value = deprecated_kwargs["max_tokens_before_summary"]
+        _deprecated("max_tokens_before_summary is deprecated. Use trigger=('tokens', value) instead.")
+        if trigger is None and value is not None:
+            trigger = ("tokens", value)
+    if "messages_to_keep" in deprecated_kwargs:
+        value = deprecated_kwargs["messages_to_keep"]
+        _deprecated("messages_to_keep is deprecated. Use keep=('messages', value) instead.")
+        if keep == ("messages", 20) and value is not None:
+            keep = ("messages", value)
+    return trigger, keep
+
+
+def _summarized_model(model: Any) -> BaseChatModel:
+    """The ``model`` argument as a chat model; an error names the middleware and the argument."""
+    try:
+        return resolve_model(model)
+    except MiddlewareConfigError as error:
+        if error.middleware == "SummarizationMiddleware":
+            raise
+        raise MiddlewareConfigError(
+            f"{error} (SummarizationMiddleware, model={model!r}.)", middleware="SummarizationMiddleware",
+            hook="model"
+        ) from error
+
+
+def _check_options(summary_prompt: Any, trim_tokens_to_summarize: Any, on_failure: Any) -> None:
+    if not isinstance(summary_prompt, str) or "{messages}" not in summary_prompt:
+        raise _config_error(
+            "summary_prompt", "summary_prompt must contain '{messages}' (where the messages to summarize go)"
+        )
+    if trim_tokens_to_summarize is not None and (
+        isinstance(trim_tokens_to_summarize, bool) or not isinstance(trim_tokens_to_summarize, int)
+        or trim_tokens_to_summarize <= 0
+    ):
+        raise _config_error(
+            "trim_tokens_to_summarize",
+            f"trim_tokens_to_summarize must be a positive int or None, got {trim_tokens_to_summarize!r}",
+        )
+    if on_failure not in ("error", "skip"):
+        raise _config_error("on_failure", f"on_failure must be 'error' or 'skip', got {on_failure!r}")
+
+
+def _summary_writer(summarizer: Any, model: BaseChatModel) -> tuple[Any, BaseChatModel]:
+    """``(summarizer, summary_model)``: a model string (resolved through :data:`init_chat_model`) or a chat model
+    writes the summaries with ``summary_prompt`` in place of ``model`` (no custom summarizer then); a function or
+    another Runnable is the summarizer and ``model`` stays the summary model (for its profile)."""
+    if isinstance(summarizer, str):
+        summarizer = init_chat_model(summarizer)
+    if isinstance(summarizer, BaseChatModel):
+        return None, summarizer
+    if summarizer is not None and not callable(summarizer) and not isinstance(summarizer, Runnable):
+        raise _config_error(
+            "summarizer",
+            f"summarizer must be a chat model, a model string such as 'openai:gpt-4o-mini', a function (messages) -> "
+            f"str or a Runnable, got {summarizer!r}",
+        )
+    return summarizer, model
+
+
+def _approximately(messages: Sequence[BaseMessage], **kwargs: Any) -> int:
+    """``token_counter="approximate"``: :data:`count_tokens_approximately`, looked up at each call."""
+    return int(count_tokens_approximately(messages, **kwargs))
+
+
+def _counter_of(token_counter: Any, tiktoken: TiktokenCounter | None) -> Callable[..., int]:
+    if tiktoken is not None:
+        return tiktoken
+    if token_counter == "approximate":
+        return _approximately
+    if callable(token_counter) and not isinstance(token_counter, str):
+        return cast("Callable[..., int]", token_counter)
+    raise _config_error(
+        "token_counter", f"token_counter must be 'tiktoken', 'approximate' or a function, got {token_counter!r}"
+    )
+
+
 class SummarizationMiddleware(FrozenConfig, AgentMiddleware):
     """Summarize older messages when the context grows past ``trigger``, keeping the recent ones (``keep``).
 
@@ -311,8 +432,10 @@ class SummarizationMiddleware(FrozenConfig, AgentMiddleware):
             without it the previous summary is put before the messages).
         trim_tokens_to_summarize: At most this many tokens of the older messages go to the summarizer (the newest
             of them); None: all.
-        summarizer: ``(messages) -> str`` (sync, async or a Runnable) replacing the model call. A previous summary
-            reaches it as a leading ``SystemMessage``.
+        summarizer: Who writes the summary instead of ``model`` (which still gives the profile and the counts): a
+            chat model, or a model string resolved through :data:`init_chat_model` (prompted with ``summary_prompt``;
+            it becomes ``summary_model``), or ``(messages) -> str`` (sync, async or a Runnable; ``summary_prompt`` is
+            not used, and a previous summary reaches it as a leading ``SystemMessage``).
         on_failure: ``"error"`` (default): a failing summarizer raises and history stays untouched. ``"skip"``: this
             model call goes ahead unsummarized and a ``summarization_failed`` event is written to the custom stream.
         max_tokens_before_summary: Deprecated (LangChain's old name): ``trigger=("tokens", n)``. Warns.
@@ -338,33 +461,8 @@ class SummarizationMiddleware(FrozenConfig, AgentMiddleware):
         **deprecated_kwargs: Any,
     ) -> None:
         super().__init__()
-        unknown = sorted(set(deprecated_kwargs) - {"max_tokens_before_summary", "messages_to_keep"})
-        if unknown:
-            raise MiddlewareConfigError(
-                f"SummarizationMiddleware got unexpected keyword argument(s) {unknown}. Use trigger=..., keep=..., "
-                f"token_counter=..., summary_prompt=..., trim_tokens_to_summarize=..., summarizer=... or on_failure=.",
-                middleware="SummarizationMiddleware",
-                hook=unknown[0],
-            )
-        if "max_tokens_before_summary" in deprecated_kwargs:
-            value = deprecated_kwargs["max_tokens_before_summary"]
-            _deprecated("max_tokens_before_summary is deprecated. Use trigger=('tokens', value) instead.")
-            if trigger is None and value is not None:
-                trigger = ("tokens", value)
-        if "messages_to_keep" in deprecated_kwargs:
-            value = deprecated_kwargs["messages_to_keep"]
-            _deprecated("messages_to_keep is deprecated. Use keep=('messages', value) instead.")
-            if keep == ("messages", 20) and value is not None:
-                keep = ("messages", value)
-        try:
-            self.model = resolve_model(model)
-        except MiddlewareConfigError as error:
-            if error.middleware == "SummarizationMiddleware":
-                raise
-            raise MiddlewareConfigError(
-                f"{error} (SummarizationMiddleware, model={model!r}.)", middleware="SummarizationMiddleware",
-                hook="model"
-            ) from error
+        trigger, keep = _legacy_arguments(trigger, keep, deprecated_kwargs)
+        self.model = _summarized_model(model)
         self._window = _max_input_tokens(self.model)
         if trigger is None:
             trigger = DEFAULT_TRIGGER if self._window is not None else DEFAULT_TRIGGER_WITHOUT_PROFILE
@@ -381,53 +479,32 @@ class SummarizationMiddleware(FrozenConfig, AgentMiddleware):
                 "specified model. Please use absolute token counts instead, or pass "
                 "ChatModel(..., profile={'max_input_tokens': ...}) with the model's maximum input tokens",
             )
-        if not isinstance(summary_prompt, str) or "{messages}" not in summary_prompt:
-            raise _config_error(
-                "summary_prompt", "summary_prompt must contain '{messages}' (where the messages to summarize go)"
-            )
-        if trim_tokens_to_summarize is not None and (
-            isinstance(trim_tokens_to_summarize, bool) or not isinstance(trim_tokens_to_summarize, int)
-            or trim_tokens_to_summarize <= 0
-        ):
-            raise _config_error(
-                "trim_tokens_to_summarize",
-                f"trim_tokens_to_summarize must be a positive int or None, got {trim_tokens_to_summarize!r}",
-            )
-        if on_failure not in ("error", "skip"):
-            raise _config_error("on_failure", f"on_failure must be 'error' or 'skip', got {on_failure!r}")
-        if summarizer is not None and not callable(summarizer) and not isinstance(summarizer, Runnable):
-            raise _config_error(
-                "summarizer", f"summarizer must be a function (messages) -> str or a Runnable, got {summarizer!r}"
-            )
+        _check_options(summary_prompt, trim_tokens_to_summarize, on_failure)
         self.summary_prompt = summary_prompt
         self.trim_tokens_to_summarize = trim_tokens_to_summarize
-        self.summarizer = summarizer
+        self.summarizer, self.summary_model = _summary_writer(summarizer, self.model)
         self.on_failure = on_failure
         self.encoding = encoding or encoding_for_model(
             getattr(self.model, "model_name", None) or getattr(self.model, "model", None)
         )
-        self._tiktoken: TiktokenCounter | None = None
-        if token_counter == "tiktoken":
-            self._tiktoken = TiktokenCounter(self.encoding)
-            self.token_counter: Any = self._tiktoken
-        elif token_counter == "approximate":
-            self.token_counter = None  # the module global, looked up at call time
-        elif callable(token_counter):
-            self.token_counter = token_counter
-        else:
-            raise _config_error(
-                "token_counter", f"token_counter must be 'tiktoken', 'approximate' or a function, got {token_counter!r}"
-            )
+        self._tiktoken: TiktokenCounter | None = TiktokenCounter(self.encoding) if token_counter == "tiktoken" else None
+        self.token_counter: Callable[..., int] = _counter_of(token_counter, self._tiktoken)
+        """Counts a list of messages: ``mw.token_counter(messages)``. Settable before an agent adopts the middleware
+        (``mw.token_counter = my_counter``), as in LangChain."""
 
     # -- counting ------------------------------------------------------------------------------------------------
-    def _count(self, messages: Sequence[BaseMessage]) -> int:
-        counter = self.token_counter if self.token_counter is not None else count_tokens_approximately
+    def _count(self, messages: Sequence[BaseMessage], *, whole: bool = True) -> int:
+        """Tokens of ``messages``. LangChain's estimate scales by the provider's reported usage when counting the
+        whole conversation (``whole``), not when counting parts of it (the cut)."""
+        counter = self.token_counter
+        if counter is _approximately or counter is count_tokens_approximately:
+            return int(counter(messages, use_usage_metadata_scaling=whole))
         return int(counter(messages))
 
     def _count_one(self, message: BaseMessage) -> int:
         if self._tiktoken is not None:
             return self._tiktoken.count_message(message)
-        return self._count([message])
+        return self._count([message], whole=False)
 
     def _request_tokens(self, request: ModelRequest[Any], messages: Sequence[BaseMessage]) -> int:
         system = [request.system_message] if request.system_message is not None else []
@@ -436,7 +513,7 @@ class SummarizationMiddleware(FrozenConfig, AgentMiddleware):
             if self._tiktoken is not None:
                 total += self._tiktoken.count_tools(request.tools)
             else:
-                total += sum(self._count([SystemMessage(str(_schema(t)))]) for t in request.tools)
+                total += sum(self._count([SystemMessage(str(_schema(t)))], whole=False) for t in request.tools)
         return total
 
     # -- deciding ------------------------------------------------------------------------------------------------
@@ -524,7 +601,7 @@ class SummarizationMiddleware(FrozenConfig, AgentMiddleware):
                 text = f"Previous summary (fold it into yours):\n{plan.previous}\n\n{text}"
             prompt = self.summary_prompt.replace("{messages}", text)
         return [HumanMessage(prompt)], {
-            "tags": [TAG_NOSTREAM, SUMMARIZER_TAG], "metadata": {"lc_source": SUMMARY_SOURCE},
+            "tags": [TAG_NOSTREAM, SUMMARIZER_TAG], "metadata": _summary_metadata(),
             "run_name": f"{self.name}.summarize",
         }
 
@@ -539,10 +616,10 @@ class SummarizationMiddleware(FrozenConfig, AgentMiddleware):
     def _summarize(self, plan: _Plan) -> Flow[str]:
         """The summary, as steps (the summarizer's call is the one whose mode differs)."""
         payload, config = self._summarizer_input(plan)
-        summarizer = self.model if self.summarizer is None else self.summarizer
+        summarizer = self.summary_model if self.summarizer is None else self.summarizer
         if isinstance(summarizer, Runnable):
             if self.summarizer is not None:
-                config = {"tags": [TAG_NOSTREAM, SUMMARIZER_TAG], "metadata": {"lc_source": SUMMARY_SOURCE}}
+                config = {"tags": [TAG_NOSTREAM, SUMMARIZER_TAG], "metadata": _summary_metadata()}
             result = yield Step(
                 functools.partial(summarizer.invoke, config=config),
                 functools.partial(summarizer.ainvoke, config=config),
@@ -619,6 +696,12 @@ class SummarizationMiddleware(FrozenConfig, AgentMiddleware):
             self._failed(request, error)
             return None
         return self._apply(request, plan, text)
+
+
+def _summary_metadata() -> dict[str, Any]:
+    """The summarizer call's metadata: LangChain's ``lc_source`` and the internal-call marker (which keeps the call
+    out of ``stream_events(version="v3")``'s ``run.messages``)."""
+    return {"lc_source": SUMMARY_SOURCE, **internal_call_metadata()}
 
 
 def _schema(tool: Any) -> Any:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from typing import Any
 
@@ -44,7 +45,7 @@ def test_clears_old_results_for_the_model_only(run: Runner) -> None:
     saver = InMemorySaver()
     mw = ContextEditingMiddleware(edits=[ClearToolUsesEdit(trigger=100, keep=2)])
     agent = create_agent(model, [fetch], middleware=[mw], checkpointer=saver)
-    config = {"configurable": {"thread_id": "t"}}
+    config: Any = {"configurable": {"thread_id": "t"}}
     result = run(agent, {"messages": [HumanMessage("read it all")]}, config=config)
 
     last = list(model.calls[-1].messages)
@@ -115,7 +116,7 @@ def test_model_counting_falls_back_when_the_model_cannot_count() -> None:
         def get_num_tokens_from_messages(self, messages: Any, tools: Any = None) -> int:
             return 10**6
 
-    history = [HumanMessage("q")]
+    history: list[Any] = [HumanMessage("q")]
     for p in range(4):
         history += [AIMessage("", tool_calls=[tool_call("fetch", {"page": p}, id=f"c{p}")]),
                     ToolMessage(f"page {p}", tool_call_id=f"c{p}")]
@@ -148,6 +149,7 @@ def test_configuration_is_frozen_and_replace_makes_a_working_copy(run: Runner) -
     mw = ContextEditingMiddleware(edits=edits)
     edits.append(ClearToolUsesEdit(trigger=0, keep=0))  # changing the caller's list afterwards changes nothing
     assert len(mw.edits) == 1
+    create_agent(fetching_model(1), [fetch], middleware=[mw])  # adopted: read-only from now on
     with pytest.raises(FrozenMiddlewareError, match="cannot set 'edits'"):
         mw.edits = ()
     changed = mw.replace(edits=[ClearToolUsesEdit(trigger=100, keep=2)])
@@ -164,3 +166,47 @@ def test_clear_tool_uses_edit_copies_exclude_tools() -> None:
     edit = ClearToolUsesEdit(exclude_tools=names)
     names.append("fetch")
     assert edit.exclude_tools == ("note",)
+
+
+def _history() -> list[Any]:
+    messages: list[Any] = [HumanMessage("q")]
+    for i in range(3):
+        messages += [AIMessage("", tool_calls=[tool_call("fetch", {"page": i}, id=f"f{i}")]),
+                     ToolMessage("x" * 400, tool_call_id=f"f{i}")]
+    return messages
+
+
+def test_wrap_model_call_called_directly_edits_like_langchain() -> None:
+    mw = ContextEditingMiddleware(edits=[ClearToolUsesEdit(trigger=50, keep=1, clear_tool_inputs=True)])
+    request = make_request(_history())
+    seen: list[Any] = []
+
+    def handler(req: Any) -> Any:
+        seen.append(req)
+        return AIMessage("ok")
+
+    async def ahandler(req: Any) -> Any:
+        return handler(req)
+
+    direct: Any = mw  # called as LangChain's tests call it: wrap_model_call(request, handler)
+    direct.wrap_model_call(request, handler)
+    asyncio.run(direct.awrap_model_call(request, ahandler))
+    for edited in seen:
+        assert tool_contents(edited.messages) == ["[clear", "[clear", "xxxxxx"]
+        assert edited.messages[1].tool_calls[0]["args"] == {}
+    assert tool_contents(request.messages) == ["xxxxxx"] * 3  # the caller's request is untouched
+
+
+def test_inside_an_agent_the_wrap_hook_does_not_edit_again() -> None:
+    calls: list[int] = []
+
+    def counter(messages: Sequence[BaseMessage]) -> int:
+        calls.append(len(messages))
+        return 10**9
+
+    model = fetching_model(2)
+    mw = ContextEditingMiddleware(edits=[ClearToolUsesEdit(trigger=1, keep=0)], token_counter=counter)
+    agent: Any = create_agent(model, [fetch], middleware=[mw])
+    assert "wrap_model_call" not in str(agent.middleware_plan)  # LangChain's hook is for direct calls only
+    agent.invoke({"messages": [HumanMessage("q")]})
+    assert len(calls) == len(model.calls)  # one count per model call: modify_model_request edits, the wrap passes

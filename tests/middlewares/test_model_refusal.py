@@ -10,6 +10,7 @@ from langchain_core.exceptions import ModelRefusalError
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.memory import InMemorySaver
+from pydantic import BaseModel
 
 from middleware_kit import MiddlewareConfigError, create_agent
 from middleware_kit.middlewares._frozen import FrozenMiddlewareError
@@ -119,8 +120,9 @@ def test_a_refusal_leaves_the_thread_usable_and_is_not_committed(run: Runner) ->
 
 def test_configuration_is_frozen_and_replace_works(run: Runner) -> None:
     mw = ModelRefusalMiddleware()
+    create_agent(ScriptedChatModel(["ok"]), middleware=[mw])  # adopted: read-only from now on
     with pytest.raises(FrozenMiddlewareError, match="cannot set 'strict'"):
-        mw.strict = True  # type: ignore[attr-defined]
+        mw.strict = True
     copy = mw.replace()
     assert copy is not mw and isinstance(copy, ModelRefusalMiddleware)
     with pytest.raises(ModelRefusalError):
@@ -165,3 +167,19 @@ def test_one_instance_serves_concurrent_runs_in_isolation() -> None:
             assert isinstance(result, ModelRefusalError), i
         else:
             assert result["messages"][-1].content == f"ok fine {i}", i
+
+
+def test_a_refusal_that_fails_native_structured_output_is_a_refusal(run: Runner) -> None:
+    from middleware_kit.structured_output import ProviderStrategy, StructuredOutputValidationError
+
+    class Answer(BaseModel):
+        text: str
+
+    refusal = AIMessage(content=[], response_metadata={"model_provider": "anthropic", "stop_reason": "refusal"})
+    plain = create_agent(ScriptedChatModel([refusal]), response_format=ProviderStrategy(Answer))
+    with pytest.raises(StructuredOutputValidationError):
+        run(plain, Q)
+    guarded = create_agent(ScriptedChatModel([refusal]), response_format=ProviderStrategy(Answer),
+                           middleware=[ModelRefusalMiddleware()])
+    with pytest.raises(ModelRefusalError):
+        run(guarded, Q)

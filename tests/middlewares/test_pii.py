@@ -688,7 +688,7 @@ def test_a_tool_exception_gets_placeholders_back(run: Runner) -> None:
     agent = create_agent(
         model,
         [send_email],
-        middleware=[ToolErrorMiddleware(), PIIMiddleware("email", strategy="placeholder", key=KEY)],
+        middleware=[ToolErrorMiddleware(str), PIIMiddleware("email", strategy="placeholder", key=KEY)],
         checkpointer=saver,
     )
     config: Any = {"configurable": {"thread_id": "t"}}

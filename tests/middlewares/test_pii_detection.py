@@ -122,6 +122,7 @@ def test_configuration_is_frozen_and_replace_works(run: Runner) -> None:
     keys = ["k" * 40]
     mw = PIIMiddleware("email", strategy="placeholder", key=keys)
     keys.append("x")  # the caller's list: copied at construction
+    create_agent(ScriptedChatModel(["ok"]), middleware=[mw])  # adopted: read-only from now on
     with pytest.raises(FrozenMiddlewareError) as info:
         mw.strategy = "redact"
     assert info.value.hook == "strategy" and isinstance(info.value, AttributeError)

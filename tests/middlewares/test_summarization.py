@@ -21,6 +21,7 @@ from langchain_core.messages.utils import count_tokens_approximately
 from langchain_core.runnables import RunnableConfig
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.runtime import Runtime
 
 from middleware_kit import MiddlewareConfigError, create_agent, wrap_model_call
 from middleware_kit.middlewares import _tokens, summarization
@@ -255,11 +256,15 @@ def test_default_trigger() -> None:
         ({"trigger": ("fraction", 1.5)}, "Fractional trigger values must be between 0 and 1, got 1.5"),
         ({"trigger": ("fraction", 0.5)}, "Model profile information is required to use fractional token limits"),
         ({"keep": ("fraction", 0.5)}, "Model profile information is required to use fractional token limits"),
-        ({"trigger": {}}, "trigger: a dict clause needs at least one condition"),
-        ({"trigger": {"tokens": "x"}}, "trigger values must be numbers, got 'x'."),
-        ({"trigger": []}, "trigger must be"),
-        ({"trigger": "often"}, "trigger must be"),
-        ({"trigger": [("tokens", 10), [("messages", 3)]]}, "trigger: a list holds"),
+        ({"trigger": {}}, "trigger clause must specify at least one of 'tokens', 'messages', 'fraction'"),
+        ({"trigger": [{"tokens": 10}, {}]}, "trigger clause must specify at least one of"),
+        ({"trigger": {"tokens": "x"}}, "tokens trigger values must be integers, got 'x'"),
+        ({"trigger": {"tokens": 10.5}}, "tokens trigger values must be integers, got 10.5"),
+        ({"trigger": {"messages": True}}, "messages trigger value must be numeric, got True"),
+        ({"trigger": {"fraction": "half"}}, "Fraction trigger values must be numeric, got 'half'"),
+        ({"trigger": {"minutes": 3}}, "Unsupported trigger metric: 'minutes'"),
+        ({"trigger": "often"}, "Unsupported trigger type: <class 'str'>"),
+        ({"trigger": [("tokens", 10), [("messages", 3)]]}, "Unsupported trigger item type: <class 'list'>"),
         ({"keep": ("messages", -1)}, "keep thresholds must be greater than or equal to 0, got -1"),
         ({"keep": ("tokens", 0)}, "keep thresholds must be greater than 0, got 0"),
         ({"keep": ("messages", None)}, "keep values must be numbers, got None."),
@@ -278,12 +283,50 @@ def test_default_trigger() -> None:
 def test_validation_errors_start_with_langchains_sentence(kwargs: dict[str, Any], sentence: str) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        with pytest.raises(ValueError) as err:  # never TypeError: LangChain raises ValueError
+        with pytest.raises(ValueError) as err:  # a wrong type is also a TypeError, as LangChain raises
             SummarizationMiddleware(ScriptedChatModel([]), **kwargs)
     error = err.value
     assert str(error).startswith(sentence)
     assert isinstance(error, MiddlewareConfigError) and error.middleware == "SummarizationMiddleware"
     assert error.hook in str(error)  # the parameter is named
+
+
+def test_wrong_trigger_types_are_type_errors_and_an_empty_list_never_summarizes() -> None:
+    for trigger in ("often", [("tokens", 10), "x"]):
+        with pytest.raises(TypeError, match="Unsupported trigger"):
+            SummarizationMiddleware(ScriptedChatModel([]), trigger=trigger)  # type: ignore[arg-type]
+    model = ScriptedChatModel([])
+    mw = SummarizationMiddleware(model, trigger=[], token_counter=lambda _: 10_000)
+    state = {"messages": [HumanMessage(str(i)) for i in range(50)]}
+    assert mw.before_model(state, Runtime()) is None and not model.calls
+
+
+def test_a_summarizer_model_or_model_string_writes_the_summary(monkeypatch: pytest.MonkeyPatch) -> None:
+    writer = ScriptedChatModel(["the gist"])
+    seen: list[str] = []
+
+    def fake_init_chat_model(spec: str) -> ScriptedChatModel:
+        seen.append(spec)
+        return writer
+
+    monkeypatch.setattr(summarization, "init_chat_model", fake_init_chat_model)
+    main = ScriptedChatModel([])
+    mw = SummarizationMiddleware(main, trigger=("messages", 3), keep=("messages", 1), summarizer="openai:gpt-4o-mini")
+    assert seen == ["openai:gpt-4o-mini"] and mw.summary_model is writer and mw.summarizer is None
+    state = {"messages": [HumanMessage("a"), AIMessage("b"), HumanMessage("c"), AIMessage("d")]}
+    update = mw.before_model(state, Runtime())
+    assert update is not None and update["messages"][1].content.endswith("the gist")
+    assert not main.calls and "Messages to summarize" in writer.calls[0].messages[0].content
+
+
+def test_token_counter_is_a_counter_and_settable_before_adoption() -> None:
+    mw = SummarizationMiddleware(ScriptedChatModel([]), trigger=("tokens", 10), token_counter="approximate")
+    assert mw.token_counter([HumanMessage("a" * 40)]) > 0
+    mw.token_counter = lambda messages: 1_000
+    assert mw.token_counter([]) == 1_000
+    create_agent(ScriptedChatModel(["ok"]), middleware=[mw])
+    with pytest.raises(FrozenMiddlewareError, match="cannot set 'token_counter'"):
+        mw.token_counter = len
 
 
 def test_a_model_string_resolves_through_the_patchable_global(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -354,6 +397,7 @@ def test_the_trigger_is_a_copy_of_what_was_passed() -> None:
 
 def test_configuration_is_frozen_and_replace_makes_a_working_copy(run: Runner) -> None:
     mw = SummarizationMiddleware(summarizer_model("S"), trigger=("messages", 100), keep=("messages", 1))
+    create_agent(ScriptedChatModel(["ok"]), middleware=[mw])  # adopted: read-only from now on
     with pytest.raises(FrozenMiddlewareError, match="cannot set 'trigger'"):
         mw.trigger = ("messages", 2)
     with pytest.raises(FrozenMiddlewareError):
@@ -704,3 +748,22 @@ def test_any_trigger_or_keep_either_builds_or_raises_a_config_error(kind: Any, v
     assert isinstance(value, (int, float)) and not isinstance(value, bool)
     if kind != "fraction":
         assert value == int(value) and not isinstance(value, float)
+
+
+def test_the_summarizer_call_is_marked_internal_and_lc_source() -> None:
+    from middleware_kit.internal_calls import INTERNAL_CALL_METADATA_KEY, is_internal_call
+
+    seen: list[Any] = []
+
+    class Capturing(ScriptedChatModel):
+        def invoke(self, input: Any, config: Any = None, **kwargs: Any) -> Any:
+            seen.append(config)
+            return super().invoke(input, config, **kwargs)
+
+    model: Any = Capturing
+    mw = SummarizationMiddleware(model(["gist"]), trigger=("messages", 3), keep=("messages", 1))
+    state = {"messages": [HumanMessage("a"), AIMessage("b"), HumanMessage("c"), AIMessage("d")]}
+    assert mw.before_model(state, Runtime()) is not None
+    (config,) = seen
+    assert config["metadata"]["lc_source"] == "summarization" and INTERNAL_CALL_METADATA_KEY in config["metadata"]
+    assert is_internal_call(config["metadata"])

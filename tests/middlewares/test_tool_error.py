@@ -13,7 +13,7 @@ from langgraph.types import Command, interrupt
 from middleware_kit import HookReturnError, MiddlewareConfigError, ToolCallRequest, create_agent, wrap_tool_call
 from middleware_kit.middlewares._frozen import FrozenMiddlewareError
 from middleware_kit.middlewares.retry import ToolRetryMiddleware
-from middleware_kit.middlewares.tool_error import ToolErrorMiddleware
+from middleware_kit.middlewares.tool_error import DEFAULT_TOOL_ERROR_TEMPLATE, ToolErrorMiddleware
 from middleware_kit.testing import ScriptedChatModel, tool_call
 from tests.conftest import Runner, add
 
@@ -38,7 +38,7 @@ def calls(name: str, args: dict[str, Any]) -> ScriptedChatModel:
 
 def test_tool_exception_becomes_an_error_message_the_model_sees(run: Runner) -> None:
     model = calls("divide", {"a": 1, "b": 0})
-    result = run(create_agent(model, [divide], middleware=[ToolErrorMiddleware()]), Q)
+    result = run(create_agent(model, [divide], middleware=[ToolErrorMiddleware(DEFAULT_TOOL_ERROR_TEMPLATE)]), Q)
     message = result["messages"][2]
     assert isinstance(message, ToolMessage)
     assert (message.status, message.name, message.tool_call_id) == ("error", "divide", "c1")
@@ -88,11 +88,53 @@ def test_callables(run: Runner) -> None:
     assert result["messages"][2].name == "divide"
 
 
-def test_on_error_must_return_text_or_a_tool_message(run: Runner) -> None:
+def test_a_handler_is_required() -> None:
+    with pytest.raises(MiddlewareConfigError, match="requires `on_error` and/or `aon_error`") as err:
+        ToolErrorMiddleware()
+    assert isinstance(err.value, ValueError) and err.value.hook == "on_error"
+    with pytest.raises(MiddlewareConfigError, match="aon_error must be"):
+        ToolErrorMiddleware(aon_error=42)  # type: ignore[arg-type]
+
+
+def test_none_lets_the_exception_propagate_and_other_returns_are_refused(run: Runner) -> None:
     agent = create_agent(calls("divide", {"a": 1, "b": 0}), [divide],
-                         middleware=[ToolErrorMiddleware(lambda exc: None)])  # type: ignore[arg-type,return-value]
-    with pytest.raises(HookReturnError, match="on_error returned NoneType"):
+                         middleware=[ToolErrorMiddleware(lambda exc, request: None)])
+    with pytest.raises(ZeroDivisionError, match="division by zero"):
         run(agent, Q)
+    agent = create_agent(calls("divide", {"a": 1, "b": 0}), [divide],
+                         middleware=[ToolErrorMiddleware(lambda exc: 42)])
+    with pytest.raises(HookReturnError, match="on_error returned int"):
+        run(agent, Q)
+
+
+def test_content_blocks_are_sent_as_the_message_content(run: Runner) -> None:
+    blocks = [{"type": "text", "text": "divide failed"}]
+    agent = create_agent(calls("divide", {"a": 1, "b": 0}), [divide],
+                         middleware=[ToolErrorMiddleware(lambda exc, request: blocks)])
+    message = run(agent, Q)["messages"][2]
+    assert message.content == blocks and message.status == "error"
+
+
+def test_aon_error_serves_ainvoke_and_alone_also_invoke(run: Runner, mode: str) -> None:
+    def sync_handler(exc: Exception, request: ToolCallRequest) -> str:
+        return "sync"
+
+    async def async_handler(exc: Exception, request: ToolCallRequest) -> str:
+        return "async"
+
+    both = create_agent(calls("divide", {"a": 1, "b": 0}), [divide],
+                        middleware=[ToolErrorMiddleware(sync_handler, aon_error=async_handler)])
+    expected = "async" if mode == "ainvoke" else "sync"
+    assert run(both, Q)["messages"][2].content == expected
+    alone = create_agent(calls("divide", {"a": 1, "b": 0}), [divide],
+                         middleware=[ToolErrorMiddleware(aon_error=async_handler)])
+    assert run(alone, Q)["messages"][2].content == "async"
+
+
+def test_trace_inputs_are_omitted() -> None:
+    policy = ToolErrorMiddleware.trace_policy
+    assert policy is not None and policy.process_inputs is not None
+    assert policy.process_inputs({"request": {"tool_call": {"args": {"secret": 1}}}}) == {}
 
 
 def test_validation_errors_of_other_middlewares_reach_the_caller(run: Runner) -> None:
@@ -100,7 +142,7 @@ def test_validation_errors_of_other_middlewares_reach_the_caller(run: Runner) ->
     def forgot(request: Any, handler: Any) -> None:
         handler(request)
 
-    agent = create_agent(calls("add", {"a": 1, "b": 2}), [add], middleware=[ToolErrorMiddleware(), forgot])
+    agent = create_agent(calls("add", {"a": 1, "b": 2}), [add], middleware=[ToolErrorMiddleware(str), forgot])
     with pytest.raises(HookReturnError, match=r"forgot\.wrap_tool_call returned None"):
         run(agent, Q)
 
@@ -111,7 +153,7 @@ def test_interrupts_pass_through(run: Runner) -> None:
         """Ask a human first."""
         return f"human said {interrupt('ok?')}"
 
-    agent = create_agent(calls("confirm", {"x": 1}), [confirm], middleware=[ToolErrorMiddleware()],
+    agent = create_agent(calls("confirm", {"x": 1}), [confirm], middleware=[ToolErrorMiddleware(str)],
                          checkpointer=InMemorySaver())
     config = {"configurable": {"thread_id": "t"}}
     assert run(agent, Q, config=config)["__interrupt__"][0].value == "ok?"
@@ -121,28 +163,28 @@ def test_interrupts_pass_through(run: Runner) -> None:
 
 def test_catch_and_tools_select_what_is_converted(run: Runner) -> None:
     agent = create_agent(calls("divide", {"a": 1, "b": 0}), [divide],
-                         middleware=[ToolErrorMiddleware(catch=(KeyError,))])
+                         middleware=[ToolErrorMiddleware(str, catch=(KeyError,))])
     with pytest.raises(ZeroDivisionError):
         run(agent, Q)
 
     agent = create_agent(calls("divide", {"a": 1, "b": 0}), [divide],
-                         middleware=[ToolErrorMiddleware(catch=lambda exc: isinstance(exc, ArithmeticError))])
+                         middleware=[ToolErrorMiddleware(str, catch=lambda exc: isinstance(exc, ArithmeticError))])
     assert run(agent, Q)["messages"][2].status == "error"
 
     agent = create_agent(calls("divide", {"a": 1, "b": 0}), [divide, lookup],
-                         middleware=[ToolErrorMiddleware(tools=[lookup])])
+                         middleware=[ToolErrorMiddleware(str, tools=[lookup])])
     with pytest.raises(ZeroDivisionError):
         run(agent, Q)
     agent = create_agent(calls("lookup", {"key": "k"}), [divide, lookup],
-                         middleware=[ToolErrorMiddleware(tools=["lookup"])])
+                         middleware=[ToolErrorMiddleware(str, tools=["lookup"])])
     assert run(agent, Q)["messages"][2].status == "error"
 
 
 def test_bad_catch_and_tools_are_refused() -> None:
     with pytest.raises(MiddlewareConfigError, match="catch must"):
-        ToolErrorMiddleware(catch=("x",))  # type: ignore[arg-type]
+        ToolErrorMiddleware(str, catch=("x",))  # type: ignore[arg-type]
     with pytest.raises(MiddlewareConfigError, match="tools must"):
-        ToolErrorMiddleware(tools=[1])  # type: ignore[list-item]
+        ToolErrorMiddleware(str, tools=[1])  # type: ignore[list-item]
 
 
 def test_outside_a_retry_it_converts_the_final_failure(run: Runner) -> None:
@@ -155,7 +197,8 @@ def test_outside_a_retry_it_converts_the_final_failure(run: Runner) -> None:
         raise TimeoutError("too slow")
 
     retry = ToolRetryMiddleware(max_retries=2, on_failure="error", sleep=lambda s: None)
-    agent = create_agent(calls("flaky", {"x": 1}), [flaky], middleware=[ToolErrorMiddleware(), retry])
+    agent = create_agent(calls("flaky", {"x": 1}), [flaky],
+                         middleware=[ToolErrorMiddleware(DEFAULT_TOOL_ERROR_TEMPLATE), retry])
     result = run(agent, Q)
     assert len(attempts) == 3
     assert result["messages"][2].content == (
@@ -168,6 +211,7 @@ def test_configuration_is_frozen_and_replace_makes_a_working_copy(run: Runner) -
     mw = ToolErrorMiddleware("failed: {error}", tools=names)
     names.append("other")
     assert mw.tools_handled == frozenset({"add"})
+    create_agent(ScriptedChatModel(["ok"]), [add], middleware=[mw])  # adopted: read-only from now on
     with pytest.raises(FrozenMiddlewareError, match="cannot set 'on_error'"):
         mw.on_error = "x"
     changed = mw.replace(on_error="broken: {error_type}")
