@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import SystemMessage
+from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 from langchain_core.tools import tool as as_tool
 from langgraph.graph.state import CompiledStateGraph
@@ -24,12 +26,24 @@ from middleware_kit.models import resolve_model
 from middleware_kit.pipeline import Pipeline, build_pipeline
 from middleware_kit.plan import MiddlewarePlan, build_plan
 from middleware_kit.schema import MergedSchema, merge_state_schemas
-from middleware_kit.structured_output import to_strategy
+from middleware_kit.structured_output import declared_format, supports_provider_strategy
 
 if TYPE_CHECKING:
+    from langgraph.cache.base import BaseCache
+
     from middleware_kit.run_control import RunControl
 
 __all__ = ["create_agent"]
+
+
+def __getattr__(name: str) -> Any:
+    """``_supports_provider_strategy`` (LangChain's name): whether a model gets ``ProviderStrategy`` for a bare-schema
+    ``response_format``. Looked up here on every model call, so code written for LangChain can patch
+    ``langchain.agents.factory._supports_provider_strategy``; served by this hook (not a global), so it is still
+    there after ``mock.patch`` deletes the patched name on exit."""
+    if name == "_supports_provider_strategy":
+        return supports_provider_strategy
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 ContextT = TypeVar("ContextT", bound="StateLike | None", default=Any)
 """The agent's ``context_schema``, kept on the compiled graph's type so ``invoke(context=...)`` is type-checked."""
@@ -78,7 +92,8 @@ def _merged_schema(state_schema: type[Any] | None, pipeline: Pipeline, name: str
             sources.append((mw.name, schema))
     schema_name = "".join(ch for ch in (name or "Agent").title() if ch.isalnum()) or "Agent"
     guards = pipeline.guards
-    return merge_state_schemas(sources, name=schema_name, messages_reducer=guards.reducer() if guards else None)
+    guard = functools.partial(guards.value, runtime=None) if guards else None
+    return merge_state_schemas(sources, name=schema_name, messages_guard=guard)
 
 
 def _check_interrupt_nodes(nodes: list[str], before: list[str] | None, after: list[str] | None) -> None:
@@ -89,16 +104,59 @@ def _check_interrupt_nodes(nodes: list[str], before: list[str] | None, after: li
 
 
 def _stream_transformers(pipeline: Pipeline, extra: Sequence[Any]) -> list[Any]:
-    """LangGraph's ``ToolCallTransformer``, then each middleware's ``transformers`` (list order), then ``extra``: the
-    stream transformer factories of ``stream_events(version="v3")``, in LangChain 1.5's order."""
+    """LangGraph's ``ToolCallTransformer`` and our ``SubagentTransformer`` (``run.subagents``), then each middleware's
+    ``transformers`` (list order), then ``extra``: the stream transformer factories of
+    ``stream_events(version="v3")``, in LangChain 1.5's order, each once."""
     from langgraph.prebuilt import ToolCallTransformer
+
+    from middleware_kit.subagent_stream import SubagentTransformer
 
     factories = [*((mw.name, f) for mw in pipeline.middleware for f in mw.transformers), *(("create_agent", f)
                                                                                           for f in extra)]
     for owner, factory in factories:
         if not callable(factory):
             raise AgentArgumentError.not_a_transformer(owner, factory)
-    return [ToolCallTransformer, *(f for _, f in factories)]
+    unique: list[Any] = []
+    for factory in (ToolCallTransformer, SubagentTransformer, *(f for _, f in factories)):
+        if not any(factory is seen for seen in unique):  # listed twice (ToolCallTransformer passed again): once
+            unique.append(factory)
+    return unique
+
+
+def _chat_model(model: str | BaseChatModel) -> BaseChatModel:
+    if isinstance(model, str):
+        model = resolve_model(model)  # "openai:gpt-4o", "gpt-4o": through the provider package, as init_chat_model
+    if not isinstance(model, BaseChatModel):
+        raise AgentArgumentError.not_a_chat_model(model)
+    return model
+
+
+def _equip(compiled: CompiledStateGraph[Any, Any, Any, Any], pipeline: Pipeline, graph: Any, name: str | None) -> None:
+    """What the compiled graph gets beyond LangGraph's: hidden private state, message guards, the context check,
+    and ``middleware_plan``."""
+    # private state (PrivateStateAttr/OmitFromOutput, jump_to) never reaches a stream; decided once, free per call
+    hide_from_streams(compiled, compiled.output_channels)
+    pipeline.guards.install(compiled)
+    install_context_check(compiled)
+    plan: MiddlewarePlan = build_plan(
+        name or "LangGraph",
+        pipeline,
+        graph.node_of,
+        graph.nodes,
+        lambda: compiled.get_graph().draw_mermaid(),
+        has_tool_node="tools" in graph.nodes,
+    )
+    compiled.middleware_plan = plan  # type: ignore[attr-defined]
+
+
+def _run_config(name: str | None) -> RunnableConfig:
+    """The agent's default run config, as LangChain 1.5's: a recursion limit of 9,999 (an agent loop is bounded by
+    its middleware, not by LangGraph's 25 steps), LangSmith's integration tag, and ``lc_agent_name`` (the agent's
+    name in every streamed chunk's metadata, so a UI tells a subagent's tokens from its parent's)."""
+    metadata: dict[str, Any] = {"ls_integration": "langchain_create_agent"}
+    if name:
+        metadata["lc_agent_name"] = name
+    return {"recursion_limit": 9_999, "metadata": metadata}
 
 
 def create_agent(
@@ -116,8 +174,9 @@ def create_agent(
     interrupt_after: list[str] | None = None,
     debug: bool = False,
     name: str | None = None,
+    cache: BaseCache[Any] | None = None,
+    transformers: Sequence[Callable[[tuple[str, ...]], Any]] | None = None,
     run_control: RunControl | None = None,
-    transformers: Sequence[Callable[[tuple[str, ...]], Any]] = (),
 ) -> CompiledStateGraph[Any, ContextT, Any, Any]:
     """Build an agent: a compiled LangGraph graph running ``model`` and ``tools`` through ``middleware``.
 
@@ -131,14 +190,17 @@ def create_agent(
         tools: Tools the model may call (``BaseTool``s, functions, or provider tool dicts).
         system_prompt: Sent first on every model call, never stored in state.
         middleware: ``AgentMiddleware`` instances, outermost first.
-        response_format: Structured output: ``ToolStrategy(schema)`` or a bare schema (pydantic model, dataclass,
-            TypedDict, JSON schema dict with a ``title``; wrapped in a ``ToolStrategy``). The model is offered a
-            structured tool; when it calls it, the parsed object lands in ``result["structured_response"]`` and the
-            run ends (after any regular tools called in the same message). On every ``ModelRequest`` as
-            ``response_format`` (a wrapper may override it).
+        response_format: Structured output: ``ToolStrategy(schema)`` (the model is offered a structured tool; when
+            it calls it, the parsed object lands in ``result["structured_response"]`` and the run ends, after any
+            regular tools called in the same message), ``ProviderStrategy(schema)`` (the provider's native JSON
+            mode: the model's final text is parsed), or a bare schema (pydantic model, dataclass, TypedDict, JSON
+            schema dict; an ``AutoStrategy``: provider strategy for models known to support it, else tool
+            strategy, decided per model call). On every ``ModelRequest`` as ``response_format`` (a wrapper may
+            override it).
         state_schema: A TypedDict extending ``AgentState`` with extra state keys.
         context_schema: The type of ``invoke(..., context=...)`` (dataclass, pydantic model or TypedDict).
         checkpointer, store, interrupt_before, interrupt_after, debug, name: passed to LangGraph's ``compile``.
+        cache: A LangGraph ``BaseCache`` for node caching (``compile(cache=...)``), as in LangChain 1.5.
         run_control: A :class:`middleware_kit.run_control.RunControl`: one run per thread, resumes applied exactly
             once, a deadline, cancellation (see docs/production.md). The agent is then a ``ControlledAgent`` and its
             middleware list gets ``RunControlMiddleware`` first and ``RunControlGuard`` last.
@@ -150,16 +212,12 @@ def create_agent(
         from middleware_kit.run_control import controlled_middleware
 
         middleware = controlled_middleware(middleware)
-    if isinstance(model, str):
-        model = resolve_model(model)  # "openai:gpt-4o", "gpt-4o": through the provider package, as init_chat_model
-    if not isinstance(model, BaseChatModel):
-        raise AgentArgumentError.not_a_chat_model(model)
+    model = _chat_model(model)
     client_tools, provider_tools = _split_tools(tools)
     system_message = _system_message(system_prompt)
-    strategy = to_strategy(response_format)
+    strategy = declared_format(response_format)
     pipeline = build_pipeline(middleware, client_tools=client_tools)
 
-    guards = pipeline.guards
     merged = _merged_schema(state_schema, pipeline, name)
 
     if context_schema is not None and not isinstance(context_schema, type):
@@ -174,6 +232,7 @@ def create_agent(
         system_message=system_message,
         response_format=strategy,
         context_schema=context_schema,
+        agent_name=name,
     )
     _check_interrupt_nodes(graph.nodes, interrupt_before, interrupt_after)
     compiled = graph.builder.compile(
@@ -183,21 +242,10 @@ def create_agent(
         interrupt_after=interrupt_after,
         debug=debug,
         name=name,
-        transformers=_stream_transformers(pipeline, transformers),
-    )
-    # private state (PrivateStateAttr/OmitFromOutput, jump_to) never reaches a stream; decided once, free per call
-    hide_from_streams(compiled, compiled.output_channels)
-    guards.install(compiled)
-    install_context_check(compiled)
-    plan: MiddlewarePlan = build_plan(
-        name or "LangGraph",
-        pipeline,
-        graph.node_of,
-        graph.nodes,
-        lambda: compiled.get_graph().draw_mermaid(),
-        has_tool_node="tools" in graph.nodes,
-    )
-    compiled.middleware_plan = plan  # type: ignore[attr-defined]
+        cache=cache,
+        transformers=_stream_transformers(pipeline, transformers or ()),
+    ).with_config(_run_config(name))
+    _equip(compiled, pipeline, graph, name)
     if run_control is not None:
         from middleware_kit.run_control import with_run_control
 

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from typing import Any, is_typeddict
+from typing import Any
 
 from langgraph.types import Command
 from pydantic import BaseModel, ValidationError
+from typing_extensions import is_typeddict  # also knows typing_extensions.TypedDict (typing's does not on 3.11)
 
 from middleware_kit.errors import ContextError
 

@@ -39,7 +39,7 @@ from middleware_kit.phases import ModelStep, NodeResult, NodeRunner, NodeStep, S
 from middleware_kit.pipeline import Pipeline
 from middleware_kit.routing import Router, with_goto
 from middleware_kit.schema import MergedSchema
-from middleware_kit.structured_output import ToolStrategy
+from middleware_kit.structured_output import AutoStrategy, ProviderStrategy, ToolStrategy
 from middleware_kit.tool_node import tool_node
 from middleware_kit.tracing import HookTracing, LifecycleRouter
 
@@ -65,8 +65,9 @@ def build_graph(
     pipeline: Pipeline,
     schema: MergedSchema,
     system_message: SystemMessage | None,
-    response_format: ToolStrategy[Any] | None,
+    response_format: ToolStrategy[Any] | ProviderStrategy[Any] | AutoStrategy[Any] | None,
     context_schema: type[Any] | None,
+    agent_name: str | None = None,
 ) -> AgentGraph:
     builder: StateGraph[Any, Any, Any, Any] = StateGraph(
         schema.state, context_schema=context_schema, input_schema=schema.input, output_schema=schema.output
@@ -84,6 +85,7 @@ def build_graph(
         tools_wrapped=pipeline.has_wrap_tool_call,
         nostream=bool(pipeline.guards),
         guards=pipeline.guards,
+        agent_name=agent_name,
     )
     # Every node and chain in two variants, composed now: plain, and traced (each hook a callback run) for runs
     # with callback handlers (middleware_kit.tracing).

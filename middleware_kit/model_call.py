@@ -8,6 +8,7 @@ request's ``model_settings``. The base handler is one flow (:mod:`middleware_kit
 
 from __future__ import annotations
 
+import sys
 import time
 import uuid
 from collections.abc import Sequence
@@ -15,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AnyMessage, SystemMessage
+from langchain_core.messages import AIMessage, AnyMessage, SystemMessage
 from langchain_core.runnables.config import var_child_runnable_config
 from langchain_core.tools import BaseTool
 from langgraph.constants import TAG_NOSTREAM
@@ -29,7 +30,14 @@ from middleware_kit.errors import ConflictingUpdateError, MiddlewareConfigError,
 from middleware_kit.events import emit_discarded, run_lifecycle
 from middleware_kit.pairing import PairingFix, close_pending
 from middleware_kit.phases import StateSemantics
-from middleware_kit.structured_output import ToolStrategy, parse_model_output, to_strategy
+from middleware_kit.structured_output import (
+    ProviderStrategy,
+    ToolStrategy,
+    effective_strategy,
+    parse_model_output,
+    setup_strategy,
+    supports_provider_strategy,
+)
 from middleware_kit.types import ModelRequest, ModelResponse
 
 __all__ = ["ModelCall", "bind_model", "model_writes"]
@@ -41,7 +49,8 @@ class ModelCall:
 
     model: BaseChatModel | None = None
     default_tools: tuple[BaseTool | dict[str, Any], ...] = ()
-    response_format: ToolStrategy[Any] | None = None
+    response_format: Any = None
+    """The declared format: a ``ToolStrategy``, ``ProviderStrategy``, ``AutoStrategy`` or None."""
     system_message: SystemMessage | None = None
     executable: frozenset[str] | None = None
     """Names of the tools the agent can run (None: don't check)."""
@@ -49,30 +58,36 @@ class ModelCall:
     """A ``wrap_tool_call`` exists: it may execute tools the agent does not know."""
     nostream: bool = False
     """Tag the call ``nostream`` (message guards: raw tokens must not reach the messages stream)."""
-    bound_default: Any = field(default=None, compare=False)
+    bound_default: list[Any] | None = field(default=None, compare=False)
+    """A one-slot cache of the model bound for an unchanged request, filled by the first call (None: never cached:
+    an ``AutoStrategy`` decides per call)."""
     guards: Any = field(default=None, compare=False)
     """The agent's message guards (:class:`middleware_kit.guards.Guards`), applied to the model's message as soon
     as the model returns, before any wrap layer sees it (a wrapper saving the answer elsewhere than ``messages``
     then never holds a guarded value)."""
+    agent_name: str | None = None
+    """``create_agent(name=...)``: set as ``name`` on every ``AIMessage`` the model returns (as LangChain 1.5 does)."""
 
     @classmethod
     def build(
         cls,
         model: BaseChatModel,
         default_tools: tuple[BaseTool | dict[str, Any], ...],
-        response_format: ToolStrategy[Any] | None,
+        response_format: Any,
         system_message: SystemMessage | None,
         *,
         executable: frozenset[str] | None,
         tools_wrapped: bool,
         nostream: bool,
         guards: Any = None,
+        agent_name: str | None = None,
     ) -> ModelCall:
-        if response_format is not None:
-            taken = sorted(response_format.tool_names & {getattr(t, "name", None) for t in default_tools})
+        setup = setup_strategy(response_format)
+        if setup is not None:
+            taken = sorted(setup.tool_names & {getattr(t, "name", None) for t in default_tools})
             if taken:
                 raise MiddlewareConfigError.structured_tool_name_taken(taken)
-        bound = bind_model(model, default_tools, response_format, None, {}, nostream=nostream)
+        cacheable = response_format is None or isinstance(response_format, (ToolStrategy, ProviderStrategy))
         return cls(
             model,
             default_tools,
@@ -81,8 +96,9 @@ class ModelCall:
             executable,
             tools_wrapped,
             nostream,
-            bound,
+            [None] if cacheable else None,
             guards if guards else None,
+            agent_name,
         )
 
     def request(self, messages: Sequence[AnyMessage], state: Any, runtime: Any) -> ModelRequest[Any]:
@@ -98,22 +114,26 @@ class ModelCall:
             runtime=runtime,
         )
 
-    def bound(self, request: ModelRequest[Any]) -> tuple[Any, ToolStrategy[Any] | None]:
+    def bound(self, request: ModelRequest[Any]) -> tuple[Any, ToolStrategy[Any] | ProviderStrategy[Any] | None]:
         """The model to call (tools bound) and the structured-output strategy of this call, if any."""
+        cache = self.bound_default
         if (
-            self.bound_default is not None
+            cache is not None
             and request.model is self.model
             and request.tools is self.default_tools
             and request.response_format is self.response_format
             and request.tool_choice is None
             and not request.model_settings
         ):
-            return self.bound_default, self.response_format
+            if cache[0] is None:
+                cache[0] = bind_model(request.model, request.tools, self.response_format, None, {},
+                                      nostream=self.nostream)
+            return cache[0], self.response_format
         if self.executable is not None and request.tools is not self.default_tools and not self.tools_wrapped:
             unknown = [t.name for t in request.tools if isinstance(t, BaseTool) and t.name not in self.executable]
             if unknown:
                 raise UnknownToolError.for_tools(unknown)
-        strategy = to_strategy(request.response_format)
+        strategy = effective_strategy(request.response_format, request.model, request.tools, _provider_supported)
         chat = bind_model(
             request.model, request.tools, strategy, request.tool_choice, request.model_settings, nostream=self.nostream
         )
@@ -151,6 +171,8 @@ class ModelCall:
             raise
         if life is not None:
             life.count_model_call(time.perf_counter() - started)
+        if self.agent_name and isinstance(message, AIMessage) and message.name != self.agent_name:
+            message = message.model_copy(update={"name": self.agent_name})
         if self.guards is not None:
             guarded = self.guards.messages([message], request.runtime)
             message = guarded[0] if len(guarded) == 1 else message
@@ -175,7 +197,7 @@ class ModelCall:
 def bind_model(
     chat: BaseChatModel,
     tools: Sequence[BaseTool | dict[str, Any]],
-    strategy: ToolStrategy[Any] | None,
+    strategy: ToolStrategy[Any] | ProviderStrategy[Any] | None,
     tool_choice: Any,
     settings: Any,
     *,
@@ -183,27 +205,50 @@ def bind_model(
 ) -> Any:
     """``chat`` with the regular tools and the structured tools bound (never ``bind_tools([])``).
 
-    With a strategy and no explicit ``tool_choice``, tool use is forced (``"any"``), as in LangChain v1: the model
-    answers by calling the structured tool rather than in free text.
+    With a tool strategy and no explicit ``tool_choice``, tool use is forced (``"any"``), as in LangChain v1: the
+    model answers by calling the structured tool rather than in free text. A provider strategy binds its
+    ``response_format`` (and ``strict=True`` for OpenAI-compatible chat-completions models, as LangChain does).
     """
-    all_tools = [*tools, *strategy.tools] if strategy is not None else list(tools)
+    kwargs: dict[str, Any] = {}
+    all_tools: list[Any] = list(tools)
+    if isinstance(strategy, ProviderStrategy):
+        kwargs.update(strategy.to_model_kwargs())
+        if _openai_chat_completions(chat):
+            kwargs["strict"] = True
+    elif strategy is not None:
+        all_tools.extend(strategy.tools)
+        if tool_choice is None:
+            tool_choice = "any"
+    kwargs.update(settings)
     bound: Any = chat
     if all_tools:
-        kwargs: dict[str, Any] = dict(settings)
-        if tool_choice is None and strategy is not None:
-            tool_choice = "any"
         if tool_choice is not None:
             kwargs["tool_choice"] = tool_choice
         bound = chat.bind_tools(all_tools, **kwargs)
-    elif settings:
-        bound = chat.bind(**settings)
+    elif kwargs:
+        bound = chat.bind(**kwargs)
     return bound.with_config(tags=[TAG_NOSTREAM]) if nostream else bound
+
+
+def _openai_chat_completions(chat: BaseChatModel) -> bool:
+    """An OpenAI-compatible model (``langchain_openai``'s ``BaseChatOpenAI``) on the chat completions API."""
+    module = sys.modules.get("langchain_openai.chat_models.base")
+    base = getattr(module, "BaseChatOpenAI", None)
+    return base is not None and isinstance(chat, base) and not getattr(chat, "use_responses_api", False)
+
+
+def _provider_supported(model: Any, *, tools: Sequence[Any]) -> bool:
+    """:func:`~middleware_kit.structured_output.supports_provider_strategy`, looked up at call time where LangChain's
+    users patch it (``langchain.agents.factory._supports_provider_strategy``, served by ``middleware_kit.agent``)."""
+    agent_module = sys.modules.get("middleware_kit.agent")
+    check = getattr(agent_module, "_supports_provider_strategy", supports_provider_strategy)
+    return bool(check(model, tools=list(tools)))
 
 
 def prepared(call: ModelCall, view: Any, runtime: Any) -> tuple[ModelRequest[Any], PairingFix | None]:
     """The request for the state ``view``, closing tool calls that will never be answered (and the fix applied)."""
     messages = view["messages"]
-    fix = close_pending(messages, "the run moved on before it ran (it was interrupted or skipped).")
+    fix = close_pending(messages, "the run moved on before it ran (it was interrupted or skipped).", malformed=True)
     return call.request(fix.history if fix is not None else messages, view, runtime), fix
 
 

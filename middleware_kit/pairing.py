@@ -35,7 +35,7 @@ def _last_calling(messages: Sequence[Any]) -> tuple[int, set[str]]:
         message = messages[i]
         if isinstance(message, ToolMessage):
             answered.add(message.tool_call_id)
-        elif isinstance(message, AIMessage) and message.tool_calls:
+        elif isinstance(message, AIMessage) and (message.tool_calls or message.invalid_tool_calls):
             return i, answered
     return -1, answered
 
@@ -49,6 +49,27 @@ def pending_tool_calls(messages: Sequence[Any]) -> list[ToolCall]:
     if i < 0:
         return []
     return [call for call in messages[i].tool_calls if call["id"] not in answered]
+
+
+def _malformed_answers(message: AIMessage, answered: set[str]) -> list[ToolMessage]:
+    """Error ``ToolMessage``s for the message's invalid tool calls (arguments that did not parse) that have an id
+    and no answer yet: the model learns the call did not run (LangChain 1.5's text)."""
+    answers = []
+    for call in message.invalid_tool_calls:
+        call_id = call.get("id")
+        if call_id is None or call_id in answered:
+            continue
+        name = call.get("name") or "unknown"
+        answers.append(
+            ToolMessage(
+                content=f"Tool call {name} with id {call_id} could not be executed - arguments were malformed or "
+                f"truncated.",
+                name=name,
+                tool_call_id=call_id,
+                status="error",
+            )
+        )
+    return answers
 
 
 def closing_messages(calls: Sequence[ToolCall], reason: str) -> list[ToolMessage]:
@@ -74,15 +95,21 @@ class PairingFix:
     """The ``messages`` write that turns the stored history into ``history`` (appended answers, or a rewrite)."""
 
 
-def close_pending(messages: Sequence[AnyMessage], reason: str) -> PairingFix | None:
-    """Close the open calls of the newest tool-calling ``AIMessage`` with error ``ToolMessage``s; None if none."""
+def close_pending(messages: Sequence[AnyMessage], reason: str, *, malformed: bool = False) -> PairingFix | None:
+    """Close the open calls of the newest tool-calling ``AIMessage`` with error ``ToolMessage``s; None if none.
+
+    ``malformed`` (before a model call): its invalid tool calls with an id are answered too (providers send them
+    back as calls), as LangChain 1.5 does; an answer that ends the run leaves them as the model wrote them."""
     i, answered = _last_calling(messages)
     if i < 0:
         return None
-    missing = [call for call in messages[i].tool_calls if call["id"] not in answered]  # type: ignore[union-attr]
-    if not missing:
+    calling: AIMessage = messages[i]  # type: ignore[assignment]
+    missing = [call for call in calling.tool_calls if call["id"] not in answered]
+    closing: list[ToolMessage] = closing_messages(missing, reason)
+    if malformed:
+        closing.extend(_malformed_answers(calling, answered))
+    if not closing:
         return None
-    closing = closing_messages(missing, reason)
     j = i + 1
     while j < len(messages) and isinstance(messages[j], ToolMessage):
         j += 1

@@ -1,6 +1,7 @@
 """Merging state schemas: ``AgentState``, ``create_agent(state_schema=...)`` and every middleware's ``state_schema``.
 
-All schemas merge into one TypedDict (plus derived input and output schemas). Two schemas that declare the same key
+All schemas merge into one TypedDict (plus derived input and output schemas); a schema may replace AgentState's own
+declaration of ``messages`` (a ``DeltaChannel``) or ``structured_response``. Two schemas that declare the same key
 with different types or reducers is a build-time error naming both owners.
 """
 
@@ -11,6 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, NotRequired, Required, TypeVar, get_args, get_origin, get_type_hints
 
+from langgraph.channels import BaseChannel, DeltaChannel
 from typing_extensions import TypedDict, is_typeddict
 
 from middleware_kit.errors import MiddlewareConfigError, StateSchemaConflictError
@@ -55,10 +57,27 @@ def _normalize(tp: Any) -> Any:
     return tp
 
 
-def _with_reducer(tp: Any, reducer: Callable[[Any, Any], Any]) -> Any:
-    """``Annotated[base, *markers, reducer]`` with its reducer (the last item: what LangGraph reads) replaced."""
+def _guarded(tp: Any, guard: Callable[[Any], Any]) -> Any:
+    """``Annotated[base, ...]`` with ``guard`` applied to every write before the reducer LangGraph reads (a channel
+    item wherever it stands, else the last item); a ``DeltaChannel`` gets each write of its batches guarded."""
     base, *meta = get_args(tp)
-    return Annotated[(base, *meta[:-1], reducer)]
+    at = next((i for i, item in enumerate(meta) if isinstance(item, BaseChannel)), len(meta) - 1)
+    item = meta[at]
+    if isinstance(item, DeltaChannel):
+        batch = item.reducer
+
+        def guarded_batch(state: Any, writes: Sequence[Any]) -> Any:
+            return batch(state, [guard(write) for write in writes])
+
+        meta[at] = DeltaChannel(guarded_batch, item.typ, snapshot_frequency=item.snapshot_frequency)
+    elif callable(item) and not isinstance(item, (BaseChannel, type)):
+        reducer = item
+
+        def guarded(left: Any, right: Any) -> Any:
+            return reducer(left, guard(right))
+
+        meta[at] = guarded
+    return Annotated[(base, *meta)]
 
 
 def _omit(tp: Any) -> OmitFromSchema | None:
@@ -81,27 +100,35 @@ def _schema_hints(owner: str, schema: type[Any]) -> dict[str, Any]:
     return {key: _normalize(_strip_required(tp)) for key, tp in hints.items()}
 
 
+_OVERRIDABLE = frozenset({"messages", "structured_response"})
+"""``AgentState`` keys whose declaration is a default another schema may replace (``jump_to`` is the engine's)."""
+
+
 def merge_state_schemas(
     sources: Sequence[tuple[str, type[Any]]],
     *,
     name: str = "Agent",
-    messages_reducer: Callable[[Any, Any], Any] | None = None,
+    messages_guard: Callable[[Any], Any] | None = None,
 ) -> MergedSchema:
     """Merge ``(owner, schema)`` pairs, first declaration first. ``AgentState`` is always included.
 
-    ``messages_reducer`` replaces the reducer of ``messages`` (the engine passes ``add_messages`` behind the
-    agent's message guards, so the graph input is guarded before the first checkpoint).
+    ``messages`` and ``structured_response`` as ``AgentState`` declares them are defaults: a schema may declare
+    them otherwise (``messages`` on a ``DeltaChannel``, a precise ``structured_response`` type) and its declaration
+    wins; a schema that inherits the default then changes nothing. Two schemas declaring a key differently (other
+    than the default) is an error naming both. ``messages_guard`` (the agent's message guards) is applied to every
+    write to ``messages`` before its reducer, so the graph input is guarded before the first checkpoint.
     """
-    fields: dict[str, Any] = {}
-    owners: dict[str, str] = {}
-    origin: dict[str, type[Any]] = {}
-    for owner, schema in (("AgentState", AgentState), *sources):
+    defaults = _schema_hints("AgentState", AgentState)
+    fields: dict[str, Any] = dict(defaults)
+    owners = dict.fromkeys(defaults, "AgentState")
+    origin: dict[str, type[Any]] = dict.fromkeys(defaults, AgentState)
+    for owner, schema in sources:
         for key, tp in _schema_hints(owner, schema).items():
-            if key not in fields:
-                fields[key] = tp
-                owners[key] = owner
-                origin[key] = schema
-            elif fields[key] != tp:
+            if key not in fields or (owners[key] == "AgentState" and key in _OVERRIDABLE):
+                if key in fields and tp == defaults[key]:
+                    continue
+                fields[key], owners[key], origin[key] = tp, owner, schema
+            elif fields[key] != tp and not (key in _OVERRIDABLE and tp == defaults[key]):
                 raise StateSchemaConflictError(
                     f"State key {key!r} is declared twice with different types or reducers: "
                     f"{owners[key]} ({origin[key].__qualname__}) declares {fields[key]!r}, "
@@ -110,8 +137,8 @@ def merge_state_schemas(
                     middleware=owner,
                     hook="state_schema",
                 )
-    if messages_reducer is not None:
-        fields["messages"] = _with_reducer(fields["messages"], messages_reducer)
+    if messages_guard is not None and get_origin(fields["messages"]) is Annotated:
+        fields["messages"] = _guarded(fields["messages"], messages_guard)
     input_fields = {k: v for k, v in fields.items() if not ((o := _omit(v)) and o.input)}
     output_fields = {k: v for k, v in fields.items() if not ((o := _omit(v)) and o.output)}
     state = TypedDict(f"{name}State", fields, total=False)  # type: ignore[misc]
