@@ -112,7 +112,9 @@ from middleware_kit.run_control import (
     with_run_control,
 )
 from middleware_kit.structured_output import (
+    AutoStrategy,
     MultipleStructuredOutputsError,
+    ProviderStrategy,
     StructuredOutputError,
     StructuredOutputValidationError,
     ToolStrategy,
@@ -146,6 +148,7 @@ __all__ = [
     "AgentState",
     "AnthropicPromptCachingMiddleware",
     "AutoModeMiddleware",
+    "AutoStrategy",
     "BudgetExceededError",
     "BudgetMiddleware",
     "ClearToolUsesEdit",
@@ -208,6 +211,7 @@ __all__ = [
     "PlanningState",
     "PrivateStateAttr",
     "PromptCachingMiddleware",
+    "ProviderStrategy",
     "ProviderToolSearchMiddleware",
     "RedactionRule",
     "ResponseT",

@@ -36,6 +36,7 @@ ALIASES: dict[str, str] = {
     # modules: the target module itself
     "langchain.agents.factory": "middleware_kit.agent",
     "langchain.agents.structured_output": "middleware_kit.structured_output",
+    "langchain.agents._subagent_transformer": "middleware_kit.subagent_stream",
     "langchain.agents.middleware.types": "middleware_kit.middleware",
     "langchain.agents.middleware.human_in_the_loop": "middleware_kit.middlewares.human_in_the_loop.middleware",
     "langchain.agents.middleware.summarization": "middleware_kit.middlewares.summarization",

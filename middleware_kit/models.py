@@ -22,7 +22,7 @@ from langchain_core.language_models import BaseChatModel
 
 from middleware_kit.errors import MiddlewareConfigError
 
-__all__ = ["PROVIDERS", "Provider", "infer_provider", "parse_model_string", "resolve_model"]
+__all__ = ["PROVIDERS", "Provider", "infer_provider", "init_chat_model", "parse_model_string", "resolve_model"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,3 +187,8 @@ def resolve_model(spec: str | BaseChatModel, **kwargs: Any) -> BaseChatModel:
             if isinstance(built, BaseChatModel):
                 return built
     return cls(**{provider.model_argument: model, **kwargs})
+
+
+init_chat_model = resolve_model
+"""LangChain's name for :func:`resolve_model` (``langchain.chat_models.init_chat_model``): ``init_chat_model(
+"openai:gpt-4o-mini", temperature=0)``."""

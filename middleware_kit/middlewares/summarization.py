@@ -89,6 +89,11 @@ init_chat_model: Callable[..., BaseChatModel] = models.resolve_model
 """Resolves a model string (``"openai:gpt-4o-mini"``) through its provider package. Looked up at call time, so tests
 may patch it (``monkeypatch.setattr(summarization, "init_chat_model", lambda spec: fake)``)."""
 
+_DEFAULT_MESSAGES_TO_KEEP = 20
+"""The default ``keep=("messages", 20)``. LangChain's name: libraries built on it (deepagents) import it."""
+_DEFAULT_TRIM_TOKEN_LIMIT = 4000
+"""The default ``trim_tokens_to_summarize``. LangChain's name: libraries built on it (deepagents) import it."""
+
 ContextFraction: TypeAlias = "tuple[Literal['fraction'], float]"
 """``("fraction", f)``: a share of the model's ``profile["max_input_tokens"]`` (LangChain's name)."""
 ContextTokens: TypeAlias = "tuple[Literal['tokens'], int]"
@@ -451,11 +456,11 @@ class SummarizationMiddleware(FrozenConfig, AgentMiddleware):
         model: Any,
         *,
         trigger: TriggerSpec | Callable[[Any], TriggerSpec] | None = None,
-        keep: ContextSize | TriggerClause | Callable[[Any], ContextSize] = ("messages", 20),
+        keep: ContextSize | TriggerClause | Callable[[Any], ContextSize] = ("messages", _DEFAULT_MESSAGES_TO_KEEP),
         token_counter: Literal["tiktoken", "approximate"] | Callable[[Sequence[BaseMessage]], int] = "tiktoken",
         encoding: str | None = None,
         summary_prompt: str = DEFAULT_SUMMARY_PROMPT,
-        trim_tokens_to_summarize: int | None = 4000,
+        trim_tokens_to_summarize: int | None = _DEFAULT_TRIM_TOKEN_LIMIT,
         summarizer: Summarizer | None = None,
         on_failure: Literal["error", "skip"] = "error",
         **deprecated_kwargs: Any,

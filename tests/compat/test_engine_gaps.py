@@ -158,10 +158,11 @@ def test_middleware_transformers_attribute_defaults_to_an_empty_tuple() -> None:
 
 def test_middleware_transformers_are_registered_on_the_agent_like_langchain() -> None:
     # LangChain 1.5: AgentMiddleware.transformers are StreamTransformer factories that create_agent registers on the
-    # compiled graph, after the built-in ToolCallTransformer and before create_agent(transformers=...).
+    # compiled graph, after the built-in ToolCallTransformer (and SubagentTransformer) and before
+    # create_agent(transformers=...).
     agent = create_agent(ScriptedChatModel(["ok"]), middleware=[_Reporter()])
     names = [getattr(t, "__name__", "") for t in getattr(agent, "stream_transformers", ())]
-    assert names == ["ToolCallTransformer", "_Progress"]
+    assert names == ["ToolCallTransformer", "SubagentTransformer", "_Progress"]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # LangGraph marks the v3 protocol experimental
         run = agent.stream_events(HI, version="v3")
@@ -169,6 +170,7 @@ def test_middleware_transformers_are_registered_on_the_agent_like_langchain() ->
         output = run.output
         assert output is not None and output["messages"][-1].content == "ok"
     own = create_agent(ScriptedChatModel(["ok"]), middleware=[_Reporter()], transformers=[_Progress])
-    assert [t.__name__ for t in own.stream_transformers] == ["ToolCallTransformer", "_Progress", "_Progress"]
+    # LangChain 1.5.2 also registers its sub-agent projection, and a factory listed twice is registered once.
+    assert [t.__name__ for t in own.stream_transformers] == ["ToolCallTransformer", "SubagentTransformer", "_Progress"]
     with pytest.raises(AgentArgumentError, match=r"create_agent\(transformers=\.\.\.\) holds 'progress'"):
         create_agent(ScriptedChatModel(["ok"]), transformers=["progress"])  # type: ignore[list-item]

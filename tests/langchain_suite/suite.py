@@ -32,6 +32,8 @@ HERE = Path(__file__).resolve().parent
 SUITE_PREFIX = "tests/unit_tests/agents/"
 CATEGORIES = ("private", "snapshot", "difference")
 MIN_PASS_RATE = 0.97
+LAYOUT = 2
+"""Bumped when what ``_fetch`` extracts changes (a new cache folder)."""
 
 
 def cache_dir() -> Path:
@@ -41,7 +43,7 @@ def cache_dir() -> Path:
 
 def suite_root() -> Path:
     """The extracted suite (``<root>/tests/unit_tests/agents``), fetched once per machine; safe under xdist."""
-    root = cache_dir() / f"langchain-{VERSION}-suite"
+    root = cache_dir() / f"langchain-{VERSION}-suite-{LAYOUT}"
     if (root / ".complete").exists():
         return root
     cache_dir().mkdir(parents=True, exist_ok=True)
@@ -61,16 +63,37 @@ def _fetch(root: Path) -> None:
              f"langchain=={VERSION}", "-d", str(download)],
             check=True, capture_output=True, timeout=300,
         )
-    prefix = f"langchain-{VERSION}/{SUITE_PREFIX}"
+    top = f"langchain-{VERSION}/"
+    wanted = (top + SUITE_PREFIX, top + "tests/cassettes/")  # the tests, and the provider traffic some replay
     with tarfile.open(sdist) as tar:
-        members = [m for m in tar.getmembers() if m.name.startswith(prefix) and (m.isfile() or m.isdir())]
+        members = [m for m in tar.getmembers() if m.name.startswith(wanted) and (m.isfile() or m.isdir())]
         for member in members:
-            member.name = SUITE_PREFIX + member.name[len(prefix):]
+            member.name = member.name[len(top):]
         tar.extractall(root, members=members, filter="data")
     for package in ("tests", "tests/unit_tests"):
         (root / package / "__init__.py").touch()
+    (root / "conftest.py").write_text(_CONFTEST)
     (root / "pytest.ini").write_text("[pytest]\nasyncio_mode = auto\nasyncio_default_fixture_loop_scope = function\n")
     (root / ".complete").touch()
+
+
+_CONFTEST = """\
+# Written by middleware_kit's harness (tests/langchain_suite/suite.py). The replay fixtures live in a conftest so that
+# they take precedence over pytest-recording's defaults.
+import pytest
+
+import lc_plugin
+
+
+@pytest.fixture(scope="session")
+def vcr_config():
+    return lc_plugin.cassette_config()
+
+
+@pytest.fixture(scope="module")
+def vcr_cassette_dir():
+    return "tests/cassettes"
+"""
 
 
 def test_files(root: Path) -> list[str]:
