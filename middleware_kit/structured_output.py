@@ -411,8 +411,9 @@ class AutoStrategy(Generic[SchemaT]):
         return f"AutoStrategy(schema={self.schema!r})"
 
 
-ResponseFormat: TypeAlias = "ToolStrategy[SchemaT] | ProviderStrategy[SchemaT] | AutoStrategy[SchemaT]"
-"""A ``response_format`` strategy."""
+ResponseFormat: TypeAlias = ToolStrategy[SchemaT] | ProviderStrategy[SchemaT] | AutoStrategy[SchemaT]
+"""A ``response_format`` strategy; subscriptable at run time (``ResponseFormat[Weather]``), as libraries built on
+LangChain use it in their own annotations."""
 
 
 def _for_model(exc: Exception) -> str:
