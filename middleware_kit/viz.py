@@ -5,11 +5,14 @@
       (outermost first) around the model call and the tool call, and one row per middleware listing its hooks;
     * the graph: the compiled graph's nodes and edges (``agent.get_graph()``) as an SVG drawing
       (conditional edges dashed);
+    * the guards (``guard_messages`` and ``guard_resume``, not steps of the run) in the order they run;
     * the plan table (what ``print(agent.middleware_plan)`` shows) with a legend for its columns.
 
 ``render_timeline_html(source)`` draws one run on a time axis: each hook's (or model/tool call's) start and
-duration as a bar, and point events as ticks. ``source`` is a :class:`TimelineRecorder` (a langchain-core callback
-handler that records the runs of an invocation, no OpenTelemetry needed), finished OpenTelemetry spans (e.g. from
+duration as a bar, indented under the run it runs inside (a wrap hook's run contains the model call), and point
+events as ticks; a failed run is red, an interrupted one (a pause for a human, not an error) striped amber.
+``source`` is a :class:`TimelineRecorder` (a langchain-core callback handler that records the runs of an
+invocation, no OpenTelemetry needed), finished OpenTelemetry spans (e.g. from
 ``InMemorySpanExporter.get_finished_spans()``), or the :class:`~middleware_kit.events.Event` objects of one run.
 """
 
@@ -20,7 +23,7 @@ import itertools
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final
 from uuid import UUID
@@ -28,7 +31,7 @@ from uuid import UUID
 from langchain_core.callbacks import BaseCallbackHandler
 
 from middleware_kit.errors import MiddlewareError
-from middleware_kit.otel import _hook_run
+from middleware_kit.otel import _hook_run, _is_interrupt
 from middleware_kit.plan import MiddlewarePlan, PlannedHook
 
 __all__ = [
@@ -50,7 +53,7 @@ h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 8px;border-bott
 .phase h3{font-size:12px;margin:0 0 4px;color:#44506a;text-transform:uppercase;letter-spacing:.04em}
 .hook{display:block;margin:2px 0;padding:2px 6px;border-radius:4px;background:#e3ecfb;
 font-family:ui-monospace,monospace;font-size:12px}
-.hook.thread{background:#fdeccd}.hook.loop{background:#e6dcf7}
+.hook.thread{background:#fdeccd}.hook.loop{background:#e6dcf7}.hook.guard{background:#dff3f1}
 .arrow{align-self:center;color:#8894a8;font-size:18px}
 .layer{border:2px solid #4a72c4;border-radius:10px;padding:4px 8px 8px;margin:4px 0;background:rgba(74,114,196,.06)}
 .layer>.label{font:12px ui-monospace,monospace;color:#2b4d91;margin-bottom:4px}
@@ -76,6 +79,10 @@ _LEGEND: Final = (
     ("own node", "yes: the hook has a node of its own (it may interrupt; resuming never re-runs its neighbours)."),
     ("jumps", "Where the hook may jump (jump_to): model, tools, end."),
 )
+
+
+_UNNAMED: Final = "LangGraph"
+"""The name LangGraph gives a graph compiled without ``name=`` (and so ``create_agent`` an agent without one)."""
 
 
 class VizError(MiddlewareError, TypeError):
@@ -152,23 +159,39 @@ def _onion_section(plan: MiddlewarePlan) -> str:
     lanes = "".join(
         f'<tr><td class="mono">{_e(mw)}</td><td>'
         + "".join(_chip(h, h.phase) for h in plan.hooks if h.middleware == mw)
+        + "".join(f'<span class="hook guard">{hook}</span>'
+                  for owners, hook in ((plan.guards, "guard_messages"), (plan.resume_guards, "guard_resume"))
+                  if mw in owners)
         + "</td></tr>"
         for mw in plan.middleware
     )
-    guards = ""
-    if plan.guards:
-        guards = ("<p>Message guards (every messages write, before LangGraph commits it): "
-                  + " &rarr; ".join(f'<span class="mono">{_e(g)}.guard_messages</span>' for g in plan.guards)
-                  + "</p>")
     return (
         "<h2>Onion: every hook in run order</h2>"
         '<p class="sub">A run goes left to right; the model call and each tool call go through their chain from the '
         "outermost layer in. Orange: a sync hook run in a thread under ainvoke; purple: an async hook driven in a "
         "loop under invoke.</p>"
-        f'<div class="flow">{flow}</div>{guards}'
+        f'<div class="flow">{flow}</div>{_guards_section(plan)}'
         '<h2>Hooks per middleware</h2><table class="lanes"><tr><th>middleware</th><th>hooks (run order)</th></tr>'
         f"{lanes}</table>"
     )
+
+
+def _guards_section(plan: MiddlewarePlan) -> str:
+    """The guards (not steps of the run, so not in the onion): the same two lines as ``print(plan)`` shows."""
+    rows = [
+        (f"{g}.{hook}", when)
+        for owners, hook, when in (
+            (plan.guards, "guard_messages", "every messages write, before LangGraph commits it"),
+            (plan.resume_guards, "guard_resume", "every Command(resume=...), before LangGraph stores it"),
+        )
+        for g in owners
+    ]
+    if not rows:
+        return ""
+    return ("<h2>Guards</h2><p class=\"sub\">Not steps of the run: they check every value written, in this order.</p>"
+            "<table><tr><th>guard</th><th>runs on</th></tr>"
+            + "".join(f'<tr><td class="mono">{_e(name)}</td><td>{_e(when)}</td></tr>' for name, when in rows)
+            + "</table>")
 
 
 def _graph_svg(graph: Any, plan: MiddlewarePlan) -> str:
@@ -212,9 +235,9 @@ def _graph_svg(graph: Any, plan: MiddlewarePlan) -> str:
         "<h2>Graph</h2>"
         '<p class="sub">Nodes top to bottom in run order; dashed edges are conditional (chosen at run time).</p>'
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" '
-        f'aria-label="graph of {_e(plan.name)}"><defs><marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" '
-        'markerWidth="7" markerHeight="7" orient="auto-start-reverse"><path d="M0 0L10 5L0 10z" fill="#56627a"/>'
-        f'</marker></defs>{"".join(parts)}</svg>'
+        f'aria-label="graph of {_e(_agent_label(plan))}"><defs><marker id="arrow" viewBox="0 0 10 10" refX="9" '
+        'refY="5" markerWidth="7" markerHeight="7" orient="auto-start-reverse"><path d="M0 0L10 5L0 10z" '
+        f'fill="#56627a"/></marker></defs>{"".join(parts)}</svg>'
     )
 
 
@@ -232,19 +255,27 @@ def _table(plan: MiddlewarePlan) -> str:
             f'<h2>Legend</h2><dl class="legend">{legend}</dl>')
 
 
+def _agent_label(plan: MiddlewarePlan) -> str:
+    """The agent's name; ``agent`` for an unnamed one (LangGraph names a graph built without ``name=`` "LangGraph",
+    which tells a reader nothing)."""
+    return "agent" if plan.name == _UNNAMED else plan.name
+
+
 def render_plan_html(agent_or_plan: Any) -> str:
-    """A self-contained HTML page (no network) of an agent's middleware plan: onion, graph, table and legend."""
+    """A self-contained HTML page (no network) of an agent's middleware plan: onion, graph, guards, table, legend."""
     plan, graph = _plan_and_graph(agent_or_plan)
+    label = _agent_label(plan)
+    unnamed = ' (unnamed: <span class="mono">create_agent(name=...)</span> titles it)' if plan.name == _UNNAMED else ""
     body = (
-        f"<h1>Middleware plan of {_e(plan.name)}</h1>"
-        f'<p class="sub">{len(plan.middleware)} middleware(s), first listed = outermost: '
+        f"<h1>Middleware plan of {_e(label)}</h1>"
+        f'<p class="sub">{len(plan.middleware)} middleware(s){unnamed}, first listed = outermost: '
         + ", ".join(f'<span class="mono">{_e(m)}</span>' for m in plan.middleware)
         + "</p>"
         + _onion_section(plan)
         + _graph_svg(graph, plan)
         + _table(plan)
     )
-    return _page(f"middleware plan of {plan.name}", body)
+    return _page(f"middleware plan of {label}", body)
 
 
 def write_plan_html(agent_or_plan: Any, path: str | Path) -> Path:
@@ -265,19 +296,26 @@ class TimelineItem:
     start: float
     end: float | None = None
     failed: bool = False
+    """The run raised (drawn red)."""
+    interrupted: bool = False
+    """The run paused at an ``interrupt()`` (human in the loop): not an error, drawn striped amber."""
+    depth: int = 0
+    """How many recorded runs it runs inside (0: the agent; a hook run inside a wrap hook's run is one deeper)."""
 
 
 class TimelineRecorder(BaseCallbackHandler):
     """Records every langchain-core run of the invocations it is passed to (``config={"callbacks": [rec]}``).
 
     Each run becomes a :class:`TimelineItem`: hook runs (``"{middleware}.{hook}"``) on their middleware's lane,
-    chat model calls on ``model``, tool calls on ``tools``, other runs (graph nodes) on ``graph``.
+    chat model calls on ``model``, tool calls on ``tools``, other runs (graph nodes) on ``graph``; its ``depth`` is
+    one more than the run it runs inside (a wrap hook's run contains the next hook's run, which contains the model
+    call). A run stopped by ``interrupt()`` is ``interrupted``, not ``failed``.
     """
 
     run_inline = True
 
     def __init__(self) -> None:
-        self._open: dict[UUID, tuple[str, str, float]] = {}
+        self._open: dict[UUID, tuple[str, str, float, int]] = {}
         self._items: list[TimelineItem] = []
         self._lock = threading.Lock()
 
@@ -286,29 +324,38 @@ class TimelineRecorder(BaseCallbackHandler):
         with self._lock:
             return tuple(self._items)
 
-    def _begin(self, run_id: UUID, label: str, lane: str) -> None:
+    def _begin(self, run_id: UUID, label: str, lane: str, parent_run_id: UUID | None) -> None:
         with self._lock:
-            self._open[run_id] = (label, lane, time.time())
+            parent = None if parent_run_id is None else self._open.get(parent_run_id)  # open: its children run now
+            depth = 0 if parent is None else parent[3] + 1
+            self._open[run_id] = (label, lane, time.time(), depth)
 
-    def _close(self, run_id: UUID, failed: bool = False) -> None:
+    def _close(self, run_id: UUID, error: BaseException | None = None) -> None:
         now = time.time()
+        interrupted = error is not None and _is_interrupt(error)
         with self._lock:
             opened = self._open.pop(run_id, None)
             if opened is not None:
-                self._items.append(TimelineItem(opened[0], opened[1], opened[2], now, failed))
+                label, lane, start, depth = opened
+                self._items.append(TimelineItem(label, lane, start, now, error is not None and not interrupted,
+                                                interrupted, depth))
 
     def on_chain_start(self, serialized: dict[str, Any] | None, inputs: Any, *, run_id: UUID,
                        parent_run_id: UUID | None = None, **kwargs: Any) -> None:
         name = str(kwargs.get("name") or (serialized or {}).get("name") or "chain")
         hook_run = _hook_run(name, kwargs.get("tags"), kwargs.get("metadata"))
         lane = "agent" if parent_run_id is None else hook_run[0] if hook_run is not None else "graph"
-        self._begin(run_id, name, lane)
+        self._begin(run_id, name, lane, parent_run_id)
 
-    def on_chat_model_start(self, serialized: dict[str, Any], messages: Any, *, run_id: UUID, **kwargs: Any) -> None:
-        self._begin(run_id, str(kwargs.get("name") or (serialized or {}).get("name") or "chat model"), "model")
+    def on_chat_model_start(self, serialized: dict[str, Any], messages: Any, *, run_id: UUID,
+                            parent_run_id: UUID | None = None, **kwargs: Any) -> None:
+        label = str(kwargs.get("name") or (serialized or {}).get("name") or "chat model")
+        self._begin(run_id, label, "model", parent_run_id)
 
-    def on_tool_start(self, serialized: dict[str, Any], input_str: str, *, run_id: UUID, **kwargs: Any) -> None:
-        self._begin(run_id, str(kwargs.get("name") or (serialized or {}).get("name") or "tool"), "tools")
+    def on_tool_start(self, serialized: dict[str, Any], input_str: str, *, run_id: UUID,
+                      parent_run_id: UUID | None = None, **kwargs: Any) -> None:
+        self._begin(run_id, str(kwargs.get("name") or (serialized or {}).get("name") or "tool"), "tools",
+                    parent_run_id)
 
     def on_chain_end(self, outputs: Any, *, run_id: UUID, **kwargs: Any) -> None:
         self._close(run_id)
@@ -320,51 +367,155 @@ class TimelineRecorder(BaseCallbackHandler):
         self._close(run_id)
 
     def on_chain_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
-        self._close(run_id, failed=True)
+        self._close(run_id, error)
 
     def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
-        self._close(run_id, failed=True)
+        self._close(run_id, error)
 
     def on_tool_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
-        self._close(run_id, failed=True)
+        self._close(run_id, error)
+
+
+def _event_item(event: Mapping[str, Any]) -> TimelineItem | None:
+    stamp = getattr(event, "timestamp", None)
+    if stamp is None:
+        return None
+    hook = getattr(event, "hook", None)
+    who = event.get("middleware") or "framework"
+    label = f"{event['event']}" + (f" ({who}.{hook})" if hook else "")
+    return TimelineItem(label, str(who), float(stamp))
+
+
+def _span_items(spans: Sequence[Any]) -> list[TimelineItem]:
+    """OpenTelemetry ``ReadableSpan``s; a span's depth counts its ancestors among ``spans``."""
+    parent_of = {span.context.span_id: getattr(span.parent, "span_id", None) for span in spans
+                 if getattr(span, "context", None) is not None}
+
+    def depth(span_id: Any) -> int:
+        n, seen = 0, {span_id}
+        while (span_id := parent_of.get(span_id)) in parent_of and span_id not in seen:
+            n, seen = n + 1, seen | {span_id}
+        return n
+
+    items = []
+    for span in spans:
+        attributes: Mapping[str, Any] = getattr(span, "attributes", None) or {}
+        lane = str(attributes.get("middleware_kit.middleware") or attributes.get("gen_ai.operation.name") or "span")
+        end = getattr(span, "end_time", None)
+        status = getattr(getattr(span, "status", None), "status_code", None)
+        context = getattr(span, "context", None)
+        items.append(TimelineItem(
+            str(span.name), lane, span.start_time / 1e9, None if end is None else end / 1e9,
+            failed=getattr(status, "name", "") == "ERROR",
+            interrupted=bool(attributes.get("middleware_kit.interrupted")),
+            depth=0 if context is None else depth(context.span_id),
+        ))
+    return items
 
 
 def _items_of(source: Any) -> list[TimelineItem]:
     if isinstance(source, TimelineRecorder):
         return list(source.items)
     items: list[TimelineItem] = []
+    spans: list[Any] = []
     for thing in source if isinstance(source, Iterable) else ():
         if isinstance(thing, TimelineItem):
             items.append(thing)
         elif isinstance(thing, Mapping) and "event" in thing:  # an Event (or a plain event dict with a timestamp)
-            stamp = getattr(thing, "timestamp", None)
-            if stamp is None:
-                continue
-            hook = getattr(thing, "hook", None)
-            who = thing.get("middleware") or "framework"
-            label = f"{thing['event']}" + (f" ({who}.{hook})" if hook else "")
-            items.append(TimelineItem(label, str(who), float(stamp)))
+            if (item := _event_item(thing)) is not None:
+                items.append(item)
         elif hasattr(thing, "start_time") and hasattr(thing, "name"):  # an OpenTelemetry ReadableSpan
-            attributes: Mapping[str, Any] = getattr(thing, "attributes", None) or {}
-            lane = str(attributes.get("middleware_kit.middleware") or attributes.get("gen_ai.operation.name")
-                       or "span")
-            end = getattr(thing, "end_time", None)
-            status = getattr(getattr(thing, "status", None), "status_code", None)
-            items.append(TimelineItem(str(thing.name), lane, thing.start_time / 1e9,
-                                      None if end is None else end / 1e9, getattr(status, "name", "") == "ERROR"))
+            spans.append(thing)
         else:
             raise VizError(
-                f"render_timeline_html() cannot draw a {type(thing).__name__}: pass a TimelineRecorder, finished "
-                "OpenTelemetry spans, or the Event objects of one run",
+                f"render_timeline_html() cannot draw an object of type {type(thing).__name__}: pass a "
+                "TimelineRecorder, finished OpenTelemetry spans, or the Event objects of one run",
                 middleware="render_timeline_html",
                 hook="source",
             )
-    return items
+    return items + _span_items(spans)
+
+
+_LANE_COLORS: Final = ("#4a72c4", "#2f8f5b", "#8a4fc4", "#c45ab0", "#3a9fb0", "#6b7a8f")  # no amber: interrupts
+_FAILED: Final = "#d13c3c"
+_INTERRUPTED: Final = "#e0a100"
+_STRIPES: Final = (  # the fill of an interrupted bar: amber stripes, a pause rather than a failure
+    '<defs><pattern id="interrupted" width="8" height="8" patternUnits="userSpaceOnUse" '
+    'patternTransform="rotate(45)"><path d="M0 0H8V8H0z" fill="#fff3cd"/><path d="M0 0V8" stroke="'
+    + _INTERRUPTED + '" stroke-width="6"/></pattern></defs>'
+)
+_INDENT: Final = 14  # px per level of nesting in the label column
+_PLOT_W: Final = 760  # px of the time axis
+_CHAR: Final = 7.4  # px per character of 12px monospace
+
+
+def _row(item: TimelineItem, y: float, t0: float, span: float, label_w: int, lane_color: str) -> str:
+    """The label (indented by depth, never cut), the bar or dot, and the duration of one item."""
+    plot_w = _PLOT_W
+    x = label_w + (item.start - t0) / span * plot_w
+    color = _FAILED if item.failed else lane_color
+    duration = "" if item.end is None else f"{(item.end - item.start) * 1000:.2f} ms"
+    state = " failed" if item.failed else " interrupted (paused, not an error)" if item.interrupted else ""
+    tip = f"{item.label} [{item.lane}] +{(item.start - t0) * 1000:.2f} ms {duration}{state}".strip()
+    x_text = x + 10
+    if item.end is None:
+        shape = f'<circle cx="{x:.1f}" cy="{y + 7}" r="5" fill="{color}"><title>{_e(tip)}</title></circle>'
+    else:
+        w = max((item.end - item.start) / span * plot_w, 2.0)
+        x_text = x + w + 4
+        if item.interrupted:
+            shape = (f'<rect x="{x:.1f}" y="{y}" width="{w:.1f}" height="14" rx="3" fill="url(#interrupted)" '
+                     f'stroke="{_INTERRUPTED}" class="interrupted"><title>{_e(tip)}</title></rect>')
+            pause = x + w + 4  # a pause sign after the bar: two short vertical strokes
+            shape += (f'<path d="M{pause:.1f} {y + 2}v10M{pause + 4:.1f} {y + 2}v10" stroke="{_INTERRUPTED}" '
+                      'stroke-width="2.5"/>')
+            x_text = pause + 10
+            duration = f"{duration} interrupted"
+        else:
+            shape = (f'<rect x="{x:.1f}" y="{y}" width="{w:.1f}" height="14" rx="3" fill="{color}" opacity="0.85">'
+                     f"<title>{_e(tip)}</title></rect>")
+    indent = 4 + item.depth * _INDENT
+    guides = "".join(f'<line x1="{8 + d * _INDENT}" y1="{y - 4}" x2="{8 + d * _INDENT}" y2="{y + 18}" '
+                     'stroke="#d8dde6"/>' for d in range(item.depth))
+    return (f'{guides}<text x="{indent}" y="{y + 11}">{_e(item.label)}</text>{shape}'
+            f'<text x="{min(x_text, label_w + plot_w + 4):.1f}" y="{y + 11}" fill="#44506a" '
+            f'font-size="10">{_e(duration)}</text>')
+
+
+_KEY: Final = (  # the legend of the marks: (swatch CSS, meaning)
+    ("background:#4a72c4;opacity:.85", "a run: start and duration (colour: its lane, below); indented under the "
+                                       "run it runs inside (a wrap hook contains the next layer and the model call)"),
+    (f"background:{_FAILED}", "failed: the run raised"),
+    (f"background:repeating-linear-gradient(45deg,{_INTERRUPTED} 0 3px,#fff3cd 3px 6px);border:1px solid "
+     f"{_INTERRUPTED}", "interrupted: paused at interrupt() for a human (not an error; the next run resumes)"),
+    ("background:#4a72c4;border-radius:50%", "an event (emit() or a lifecycle event)"),
+)
+
+
+def _key() -> str:
+    rows = "".join(f'<dt><span style="display:inline-block;width:22px;height:12px;border-radius:3px;{css}">'
+                   f"</span></dt><dd>{_e(text)}</dd>" for css, text in _KEY)
+    return f'<h2>Legend</h2><dl class="legend">{rows}</dl>'
+
+
+def _nest_events(items: list[TimelineItem]) -> list[TimelineItem]:
+    """An event (a tick at depth 0) goes one level under the innermost run of its lane (its middleware's hook run)
+    that was open when it was sent, so it reads as sent from inside that hook."""
+    bars = [i for i in items if i.end is not None]
+    nested = []
+    for item in items:
+        if item.end is None and item.depth == 0:
+            around = [b.depth for b in bars if b.lane == item.lane and b.start <= item.start <= (b.end or b.start)]
+            if around:
+                item = replace(item, depth=max(around) + 1)
+        nested.append(item)
+    return nested
 
 
 def render_timeline_html(source: Any, *, title: str = "run timeline") -> str:
-    """A self-contained HTML timeline of one run: a bar per run/span (start, duration), a tick per event."""
-    items = sorted(_items_of(source), key=lambda i: (i.start, -(i.end or i.start)))
+    """A self-contained HTML timeline of one run: a bar per run/span (start, duration; indented by nesting; red when
+    it failed, striped amber when it was interrupted), a dot per event, and a legend."""
+    items = sorted(_nest_events(_items_of(source)), key=lambda i: (i.start, -(i.end or i.start), i.depth))
     if not items:
         return _page(title, f"<h1>{_e(title)}</h1><p>Nothing was recorded.</p>")
     t0 = items[0].start
@@ -374,39 +525,24 @@ def render_timeline_html(source: Any, *, title: str = "run timeline") -> str:
     for item in items:
         if item.lane not in lanes:
             lanes.append(item.lane)
-    label_w, plot_w, row = 180, 760, 22
-    parts: list[str] = []
-    for n, item in enumerate(items):
-        y = 30 + n * row
-        x = label_w + (item.start - t0) / span * plot_w
-        lane_color = ("#4a72c4", "#2f8f5b", "#c47a1f", "#8a4fc4", "#c44a6a", "#3a9fb0")[lanes.index(item.lane) % 6]
-        color = "#d13c3c" if item.failed else lane_color
-        duration = "" if item.end is None else f"{(item.end - item.start) * 1000:.2f} ms"
-        tip = f"{item.label} [{item.lane}] +{(item.start - t0) * 1000:.2f} ms {duration}".strip()
-        x_text = x + 10
-        if item.end is None:
-            shape = f'<circle cx="{x:.1f}" cy="{y + 7}" r="5" fill="{color}"><title>{_e(tip)}</title></circle>'
-        else:
-            w = max((item.end - item.start) / span * plot_w, 2.0)
-            x_text = x + w + 4
-            shape = (f'<rect x="{x:.1f}" y="{y}" width="{w:.1f}" height="14" rx="3" fill="{color}" opacity="0.85">'
-                     f"<title>{_e(tip)}</title></rect>")
-        parts.append(f'<text x="4" y="{y + 11}">{_e(item.label[:24])}</text>{shape}'
-                     f'<text x="{min(x_text, label_w + plot_w - 60):.1f}" y="{y + 11}" fill="#44506a" '
-                     f'font-size="10">{_e(duration)}</text>')
+    label_w = max(180, max(int(4 + i.depth * _INDENT + len(i.label) * _CHAR) + 16 for i in items))
+    row = 22
+    parts = [_row(item, 30 + n * row, t0, span, label_w, _LANE_COLORS[lanes.index(item.lane) % len(_LANE_COLORS)])
+             for n, item in enumerate(items)]
     height = 40 + len(items) * row
-    axis = (f'<line x1="{label_w}" y1="20" x2="{label_w + plot_w}" y2="20" stroke="#8894a8"/>'
+    axis = (f'<line x1="{label_w}" y1="20" x2="{label_w + _PLOT_W}" y2="20" stroke="#8894a8"/>'
             f'<text x="{label_w}" y="14">0 ms</text>'
-            f'<text x="{label_w + plot_w}" y="14" text-anchor="end">{span * 1000:.2f} ms</text>')
+            f'<text x="{label_w + _PLOT_W}" y="14" text-anchor="end">{span * 1000:.2f} ms</text>')
     legend = "".join(f"<tr><td class=\"mono\">{_e(lane)}</td><td>{sum(1 for i in items if i.lane == lane)}</td></tr>"
                      for lane in lanes)
+    interrupted = sum(1 for i in items if i.interrupted)
     body = (
         f"<h1>{_e(title)}</h1>"
-        f'<p class="sub">{len(items)} item(s) over {span * 1000:.2f} ms; bars are runs (start and duration, red: '
-        "failed), dots are events.</p>"
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{label_w + plot_w + 20}" height="{height}" role="img" '
-        f'aria-label="{_e(title)}">{axis}{"".join(parts)}</svg>'
-        f"<h2>Lanes</h2><table><tr><th>lane</th><th>items</th></tr>{legend}</table>"
+        f'<p class="sub">{len(items)} item(s) over {span * 1000:.2f} ms'
+        + (f", {interrupted} interrupted (paused for a human)" if interrupted else "")
+        + f'.</p><svg xmlns="http://www.w3.org/2000/svg" width="{label_w + _PLOT_W + 150}" height="{height}" '
+        f'role="img" aria-label="{_e(title)}">{_STRIPES}{axis}{"".join(parts)}</svg>'
+        f"{_key()}<h2>Lanes</h2><table><tr><th>lane</th><th>items</th></tr>{legend}</table>"
     )
     return _page(title, body)
 

@@ -29,7 +29,8 @@ def tool_call(name: str, args: dict[str, Any] | None = None, id: str | None = No
 
 
 class ScriptExhaustedError(AssertionError):
-    """The scripted model was called more times than it has responses."""
+    """The scripted model was called more times than it has responses; the message names the model (its ``name=``),
+    so a test with several scripted models says which one ran out."""
 
 
 @dataclass(frozen=True)
@@ -115,8 +116,9 @@ class ScriptedChatModel(BaseChatModel):
             elif self.default is not None:
                 step = self.default
             else:
+                who = f"(name={self.name!r})" if self.name else " (unnamed)"
                 raise ScriptExhaustedError(
-                    f"ScriptedChatModel was called {n + 1} time(s) but scripted with {len(self.responses)} "
+                    f"ScriptedChatModel{who} was called {n + 1} time(s) but scripted with {len(self.responses)} "
                     f"response(s). Add responses, pass default=..., or cycle=True."
                 )
         return step

@@ -110,6 +110,48 @@ def test_a_bare_plan_renders_too_and_anything_else_is_refused(tmp_path: Path) ->
     assert info.value.hook == "agent_or_plan"
 
 
+class Guarded(AgentMiddleware):
+    """Guards both what is written to messages and every resume value."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def guard_messages(self, messages: Any, runtime: Runtime[Any] | None) -> None:
+        return None
+
+    def guard_resume(self, value: Any, runtime: Runtime[Any] | None) -> None:
+        return None
+
+
+class ResumeOnly(AgentMiddleware):
+    def guard_resume(self, value: Any, runtime: Runtime[Any] | None) -> None:
+        return None
+
+
+def test_the_plan_page_lists_the_guards_as_the_text_plan_does() -> None:
+    agent: Any = create_agent(ScriptedChatModel(["ok"]), middleware=[Guarded("scrub"), ResumeOnly()])
+    plan = agent.middleware_plan
+    assert plan.resume_guards == ("scrub", "ResumeOnly") and plan.guards == ("scrub",)
+    page = render_plan_html(agent)
+    section = page[page.index("<h2>Guards</h2>"):]
+    section = section[:section.index("</table>")]
+    rows = [f"{g}.guard_messages" for g in plan.guards] + [f"{g}.guard_resume" for g in plan.resume_guards]
+    positions = [section.index(f'<td class="mono">{row}</td>') for row in rows]
+    assert positions == sorted(positions)  # in the order they run, as print(plan) lists them
+    assert "every Command(resume=...), before LangGraph stores it" in section
+    lane = page[page.index('<tr><td class="mono">ResumeOnly</td>'):]
+    assert lane[:lane.index("</tr>")].count(">guard_resume</span>") == 1
+    assert "<h2>Guards</h2>" not in render_plan_html(build("a", "b"))  # no guard, no section
+
+
+def test_the_plan_page_of_an_unnamed_agent_is_titled_agent() -> None:
+    unnamed = render_plan_html(create_agent(ScriptedChatModel(["ok"]), middleware=[ResumeOnly()]))
+    assert "<title>middleware plan of agent</title>" in unnamed and "<h1>Middleware plan of agent</h1>" in unnamed
+    assert "of LangGraph" not in unnamed and "create_agent(name=...)" in unnamed
+    named = render_plan_html(build("a", "b"))
+    assert "<h1>Middleware plan of audited</h1>" in named and "unnamed" not in named
+
+
 def run_recorded(agent: Any, mode: str, recorder: TimelineRecorder) -> list[Any]:
     inp = {"messages": [HumanMessage("1+2?")]}
     config: Any = {"callbacks": [recorder]}
@@ -132,6 +174,9 @@ def test_timeline_of_one_run(mode: str, tmp_path: Path) -> None:
     page = render_timeline_html([*items, *events], title="one run")
     assert page.count("<rect") == len(items) and page.count("<circle") == len(events) == 2
     assert "audit_start (outer.before_agent)" in page and ">add</text>" in page
+    (hook,) = [i for i in items if i.label == "outer.before_agent"]  # the event is drawn inside the hook that sent it
+    before = page.split(">audit_start (outer.before_agent)</text>")[0]
+    assert f'<text x="{4 + 14 * (hook.depth + 1)}" y="' in before[-40:]
     assert write_timeline_html(recorder, tmp_path / "t.html").read_text(encoding="utf-8").count("<rect") == len(items)
 
 
@@ -156,9 +201,87 @@ def test_timeline_from_spans_and_bad_input() -> None:
     assert len([n for n in names if " " in n]) == 4  # the agent, two chat calls, one tool call
     assert "ModelRetryMiddleware.wrap_model_call" in names and "a.before_agent" in page  # and every hook run
     assert "Nothing was recorded" in render_timeline_html([])
-    assert render_timeline_html([TimelineItem("x", "lane", 1.0, 1.5, failed=True)]).count("#d13c3c") == 1
-    with pytest.raises(VizError, match="cannot draw a int"):
+    assert render_timeline_html([TimelineItem("x", "lane", 1.0, 1.5, failed=True)]).count('fill="#d13c3c"') == 1
+    with pytest.raises(VizError, match="cannot draw an object of type int: pass a TimelineRecorder, finished "):
         render_timeline_html([1])
+
+
+# -- the timeline reads as a user expects: whole labels, interrupts as pauses, nesting --------------------------------
+def review_agent() -> Any:
+    """A wrap hook around the model call and a human review of the tool call (an interrupt in after_model)."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from middleware_kit import wrap_model_call
+    from middleware_kit.middlewares.human_in_the_loop import HumanInTheLoopMiddleware
+
+    @wrap_model_call
+    def timing(request: ModelRequest[Any], handler: ModelHandler) -> Any:
+        return handler(request)
+
+    model = ScriptedChatModel([AIMessage("", tool_calls=[tool_call("add", {"a": 1, "b": 2})]), "3"])
+    return create_agent(model, [add], middleware=[timing, HumanInTheLoopMiddleware(interrupt_on={"add": True})],
+                        checkpointer=InMemorySaver())
+
+
+def test_the_timeline_draws_an_interrupt_as_a_pause_with_whole_labels_and_nesting(run: Any) -> None:
+    recorder = TimelineRecorder()
+    out = run(review_agent(), {"messages": [HumanMessage("1+2?")]},
+              config={"callbacks": [recorder], "configurable": {"thread_id": "t"}})
+    assert out["__interrupt__"]
+    items = recorder.items
+    review = [i for i in items if i.label == "HumanInTheLoopMiddleware.after_model"]
+    assert review and all(i.interrupted and not i.failed for i in review)  # a pause, not a failure
+    assert not any(i.failed for i in items)
+    page = render_timeline_html(recorder)
+    assert 'fill="#d13c3c"' not in page  # nothing drawn red
+    assert page.count('fill="url(#interrupted)"') == len(review) and f"{len(review)} interrupted (paused" in page
+    assert "interrupted: paused at interrupt() for a human (not an error" in page  # its own legend entry
+    assert ">HumanInTheLoopMiddleware.after_model</text>" in page  # the label is whole: the hook is not lost
+    assert ">HumanInTheLoopMiddleware.wrap_model_call</text>" in page
+    # nesting: the agent contains the model node, which contains timing's run, which contains HITL's, which
+    # contains the model call; each is one level deeper and indented 14px more
+    depth = {i.label: i.depth for i in items}
+    chain = ["LangGraph", "model", "timing.wrap_model_call", "HumanInTheLoopMiddleware.wrap_model_call",
+             "ScriptedChatModel"]
+    assert [depth[label] for label in chain] == [0, 1, 2, 3, 4]
+    for label in chain:
+        assert f'<text x="{4 + 14 * depth[label]}" y="' in page.split(f">{label}</text>")[0][-40:]
+
+
+def test_the_timeline_label_column_fits_the_longest_label() -> None:
+    long = "AVeryLongMiddlewareNameIndeed.wrap_model_call"
+    page = render_timeline_html([TimelineItem("agent", "agent", 1.0, 2.0),
+                                 TimelineItem(long, "x", 1.1, 1.9, depth=3)])
+    assert f">{long}</text>" in page
+    bar = page[page.index(f">{long}</text>"):]
+    x = float(bar[bar.index('<rect x="') + 9:].split('"')[0])
+    assert x >= 4 + 3 * 14 + 7 * len(long)  # the bar starts after the label, never over it
+
+
+def test_the_timeline_of_spans_keeps_interrupts_and_nesting() -> None:
+    if importlib.util.find_spec("opentelemetry.sdk") is None and os.environ.get("CI") != "true":
+        pytest.skip("the otel extra is not installed (pip install -e '.[otel]')")
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from middleware_kit.otel import OpenTelemetryCallbackHandler
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    handler = OpenTelemetryCallbackHandler(tracer_provider=provider)
+    review_agent().invoke({"messages": [HumanMessage("1+2?")]},
+                          {"callbacks": [handler], "configurable": {"thread_id": "t"}})
+    spans = exporter.get_finished_spans()
+    page = render_timeline_html(spans)
+    assert 'fill="url(#interrupted)"' in page and 'fill="#d13c3c"' not in page
+    by_name = {span.name: span for span in spans}
+    assert {"timing.wrap_model_call", "HumanInTheLoopMiddleware.wrap_model_call"} <= set(by_name)
+    outer, inner = (page.split(f">{name}</text>")[0][-40:] for name in ("timing.wrap_model_call",
+                                                                         "HumanInTheLoopMiddleware.wrap_model_call"))
+    x_of = [int(part[part.rindex('<text x="') + 9:].split('"')[0]) for part in (outer, inner)]
+    assert x_of[1] == x_of[0] + 14  # the inner wrap hook is indented under the outer one
 
 
 # -- in a real browser -------------------------------------------------------------------------------------------
@@ -231,3 +354,27 @@ def test_the_page_renders_in_headless_chromium(tmp_path: Path) -> None:
                          timeout=120, text=True).stdout
     for name in agent.middleware_plan.middleware:
         assert name in dom
+
+
+def test_the_timeline_renders_in_headless_chromium(tmp_path: Path) -> None:
+    browser = chromium()
+    recorder = TimelineRecorder()
+    review_agent().invoke({"messages": [HumanMessage("1+2?")]},
+                          {"callbacks": [recorder], "configurable": {"thread_id": "t"}})
+    page = write_timeline_html(recorder, tmp_path / "timeline.html")
+    shot = tmp_path / "timeline.png"
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--no-first-run",
+             f"--user-data-dir={tmp_path / 'profile'}"]
+    subprocess.run([browser, *flags, f"--screenshot={shot}", "--window-size=1400,700", page.as_uri()],
+                   check=True, capture_output=True, timeout=120)
+    bpp, rows = png_rows(shot.read_bytes(), max_rows=700)
+    pixels = [row[i:i + 3] for row in rows for i in range(0, len(row), bpp)]
+
+    def near(rgb: tuple[int, int, int]) -> int:
+        return sum(1 for p in pixels if all(abs(p[c] - rgb[c]) <= 12 for c in range(3)))
+
+    assert near((0xE0, 0xA1, 0x00)) > 50, "the interrupted bars are not drawn amber"
+    assert near((0xD1, 0x3C, 0x3C)) <= 22 * 12, "something is drawn red, but nothing failed"  # the legend swatch
+    dom = subprocess.run([browser, *flags, "--dump-dom", page.as_uri()], check=True, capture_output=True,
+                         timeout=120, text=True).stdout
+    assert "HumanInTheLoopMiddleware.after_model" in dom and "interrupted: paused at interrupt()" in dom
