@@ -356,6 +356,12 @@ class UnknownStateKeyError(MiddlewareError, KeyError):
         return str(self.args[0])
 
 
+class ProviderPackageError(MiddlewareConfigError, ImportError):
+    """A model string names a provider whose package is not installed (``"anthropic:..."`` without
+    ``langchain-anthropic``). An ``ImportError`` too, as LangChain's ``init_chat_model`` raises: code that catches
+    ``ImportError`` for an optional provider keeps working."""
+
+
 class StateSchemaConflictError(MiddlewareConfigError):
     """Two state schemas declare the same field with different types or reducers."""
 

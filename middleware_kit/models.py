@@ -20,7 +20,7 @@ from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 
-from middleware_kit.errors import MiddlewareConfigError
+from middleware_kit.errors import MiddlewareConfigError, ProviderPackageError
 
 __all__ = ["PROVIDERS", "Provider", "infer_provider", "init_chat_model", "parse_model_string", "resolve_model"]
 
@@ -164,7 +164,7 @@ def resolve_model(spec: str | BaseChatModel, **kwargs: Any) -> BaseChatModel:
     provider = PROVIDERS[provider_name]
     root = provider.module.split(".")[0]
     if importlib.util.find_spec(root) is None:
-        raise MiddlewareConfigError(
+        raise ProviderPackageError(
             f"Unable to import {root}. Please install with `pip install -U {provider.package}` "
             f"(needed to resolve the model string {spec!r}; or pass a chat model instance instead).",
             middleware="resolve_model",

@@ -20,10 +20,10 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 from langgraph.constants import TAG_NOSTREAM
 
-from middleware_kit.errors import MiddlewareConfigError
+from middleware_kit.errors import MiddlewareConfigError, ProviderPackageError
 from middleware_kit.internal_calls import internal_call_metadata
 
-__all__ = ["internal_call_config", "resolve_chat_model", "tool_names"]
+__all__ = ["internal_call_config", "resolve_chat_model", "unresolved_model", "tool_names"]
 
 
 def _find_resolver() -> Callable[..., Any] | None:
@@ -37,6 +37,19 @@ def _find_resolver() -> Callable[..., Any] | None:
 
 _RESOLVE_MODEL: Callable[..., Any] | None = _find_resolver()
 """``middleware_kit.models.resolve_model`` when that module exists (looked up once, at import time)."""
+
+
+def unresolved_model(middleware: str, parameter: str, value: object, exc: Exception) -> MiddlewareConfigError:
+    """The error for a model string that could not be resolved: a :class:`ProviderPackageError` (an ``ImportError``
+    too, as LangChain's ``init_chat_model`` raises) when the provider package is missing, else a
+    ``MiddlewareConfigError``; both name the middleware and the parameter. Raise it ``from exc``."""
+    error = ProviderPackageError if isinstance(exc, ImportError) else MiddlewareConfigError
+    return error(
+        f"{middleware}: {parameter}={value!r} could not be resolved to a chat model ({type(exc).__name__}: {exc}). "
+        f"Pass a model instance instead.",
+        middleware=middleware,
+        hook=parameter,
+    )
 
 
 def resolve_chat_model(value: object, *, middleware: str, parameter: str) -> BaseChatModel:
@@ -54,19 +67,8 @@ def resolve_chat_model(value: object, *, middleware: str, parameter: str) -> Bas
             )
         try:
             model = _RESOLVE_MODEL(value)
-        except MiddlewareConfigError as exc:  # e.g. the provider package is not installed: its message says which
-            raise MiddlewareConfigError(
-                f"{middleware}: {parameter}={value!r}: {exc}",
-                middleware=middleware,
-                hook=parameter,
-            ) from exc
         except Exception as exc:
-            raise MiddlewareConfigError(
-                f"{middleware}: {parameter}={value!r} could not be resolved to a chat model "
-                f"({type(exc).__name__}: {exc}). Pass a model instance instead.",
-                middleware=middleware,
-                hook=parameter,
-            ) from exc
+            raise unresolved_model(middleware, parameter, value, exc) from exc
         if not isinstance(model, BaseChatModel):
             raise MiddlewareConfigError(
                 f"{middleware}: {parameter}={value!r} resolved to {type(model).__name__}, not a chat model. "

@@ -40,7 +40,7 @@ from middleware_kit.errors import MiddlewareConfigError
 from middleware_kit.hooks import AsyncToolHandler, ToolHandler, ToolResult
 from middleware_kit.middleware import AgentMiddleware
 from middleware_kit.middlewares._frozen import FrozenConfig
-from middleware_kit.middlewares._model_arg import internal_call_config, tool_names
+from middleware_kit.middlewares._model_arg import internal_call_config, tool_names, unresolved_model
 from middleware_kit.middlewares._stream import emit
 from middleware_kit.models import resolve_model
 from middleware_kit.types import ToolCallRequest
@@ -189,12 +189,7 @@ def _emulation_model(model: object) -> BaseChatModel:
     try:
         resolved = init_chat_model(model, temperature=1)
     except Exception as exc:
-        raise MiddlewareConfigError(
-            f"{_NAME}: model={model!r} could not be resolved to a chat model ({type(exc).__name__}: {exc}). Pass a "
-            f"model instance instead.",
-            middleware=_NAME,
-            hook="model",
-        ) from exc
+        raise unresolved_model(_NAME, "model", model, exc) from exc
     if not isinstance(resolved, BaseChatModel):
         raise MiddlewareConfigError(
             f"{_NAME}: model={model!r} resolved to {type(resolved).__name__}, not a chat model. Pass a model "

@@ -48,7 +48,7 @@ from middleware_kit.errors import MiddlewareConfigError, MiddlewareError
 from middleware_kit.hooks import AsyncModelHandler, ModelHandler
 from middleware_kit.middleware import AgentMiddleware
 from middleware_kit.middlewares._frozen import FrozenConfig
-from middleware_kit.middlewares._model_arg import internal_call_config, tool_names
+from middleware_kit.middlewares._model_arg import internal_call_config, tool_names, unresolved_model
 from middleware_kit.middlewares._stream import emit
 from middleware_kit.models import resolve_model
 from middleware_kit.types import ModelRequest, ModelResponse
@@ -360,12 +360,7 @@ def _selection_model(model: object) -> BaseChatModel:
     try:
         return init_chat_model(model)
     except Exception as exc:
-        raise MiddlewareConfigError(
-            f"{_NAME}: model={model!r} could not be resolved to a chat model ({type(exc).__name__}: {exc}). Pass a "
-            f"model instance instead.",
-            middleware=_NAME,
-            hook="model",
-        ) from exc
+        raise unresolved_model(_NAME, "model", model, exc) from exc
 
 
 def _checked_policy(policy: object) -> OnParsingFailure:

@@ -49,7 +49,7 @@ from middleware_kit.errors import MiddlewareConfigError, MiddlewareError
 from middleware_kit.flow import ModelCallFlow, ModelCallFlowHooks
 from middleware_kit.middleware import AgentMiddleware
 from middleware_kit.middlewares._frozen import FrozenConfig
-from middleware_kit.middlewares._model_arg import internal_call_config
+from middleware_kit.middlewares._model_arg import internal_call_config, unresolved_model
 from middleware_kit.middlewares._stream import emit
 from middleware_kit.models import resolve_model
 from middleware_kit.trace_policy import TracePolicy, omit_payload
@@ -139,12 +139,7 @@ def _resolve(value: object, parameter: str) -> BaseChatModel:
     try:
         return init_chat_model(value)
     except Exception as exc:
-        raise MiddlewareConfigError(
-            f"{_NAME}: {parameter}={value!r} could not be resolved to a chat model ({type(exc).__name__}: {exc}). "
-            f"Pass a model instance instead.",
-            middleware=_NAME,
-            hook=parameter,
-        ) from exc
+        raise unresolved_model(_NAME, parameter, value, exc) from exc
 
 
 def _checked_choices(choices: object) -> dict[str, ModelChoice]:
