@@ -10,9 +10,13 @@ Middleware must be stateless: one instance serves many concurrent runs. Keep per
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+import difflib
+import operator
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass, field
+from types import FunctionType, MethodType
 from typing import TYPE_CHECKING, Any, ClassVar, Generic
+from weakref import WeakKeyDictionary
 
 from langchain_core.messages import AIMessage, AnyMessage
 from langchain_core.tools import BaseTool
@@ -20,8 +24,10 @@ from langgraph.runtime import Runtime
 from typing_extensions import TypeVar
 
 from middleware_kit._compat import StateLike
+from middleware_kit.errors import MiddlewareConfigError
 from middleware_kit.flow import ModelCallFlowHooks, ToolCallFlowHooks, WrapModelCallHook, WrapToolCallHook
 from middleware_kit.hooks import (
+    GUARDS,
     HOOKS,
     AsyncModelHandler,
     AsyncToolHandler,
@@ -39,7 +45,44 @@ from middleware_kit.types import (
     ToolCallRequest,
 )
 
-__all__ = ["AgentMiddleware", "HookImpl", "MiddlewareContextT", "StateT", "defined_hooks"]
+__all__ = [
+    "HOOK_METHODS",
+    "AgentMiddleware",
+    "ClassHooks",
+    "HookImpl",
+    "HookNameError",
+    "MiddlewareContextT",
+    "StateT",
+    "class_hooks",
+    "defined_hooks",
+    "hook_facts",
+]
+
+class HookNameError(MiddlewareConfigError):
+    """A middleware defines a method whose name is close to a hook's (``before_modle``, ``awrap_tool_cal``): the
+    engine only calls hooks by their exact names, so its logic would never run. Found by ``create_agent``.
+
+    Attributes:
+        method: The method's name (also ``.hook``).
+        suggestion: The hook it resembles.
+    """
+
+    def __init__(self, message: str, *, middleware: str, method: str, suggestion: str) -> None:
+        super().__init__(message, middleware=middleware, hook=method)
+        self.method = method
+        self.suggestion = suggestion
+
+    @classmethod
+    def near_miss(cls, middleware: str, owner: str, method: str, suggestion: str) -> HookNameError:
+        return cls(
+            f"{middleware}: {owner}.{method} is not a hook, so the agent would never call it; did you mean "
+            f"{suggestion!r}? Rename it to {suggestion}, or, if the name is deliberate, list it on the class: "
+            f"not_hooks = ({method!r},).",
+            middleware=middleware,
+            method=method,
+            suggestion=suggestion,
+        )
+
 
 StateT = TypeVar("StateT", bound=AgentState[Any], default=AgentState[Any])
 """The state schema a middleware reads (``AgentMiddleware[MyState]``)."""
@@ -71,6 +114,11 @@ class AgentMiddleware(Generic[StateT, MiddlewareContextT, ResponseT]):
     StreamTransformer``) this middleware registers on the compiled agent, as in LangChain 1.5: they build projections
     of ``agent.stream_events(version="v3")``. ``create_agent`` registers LangGraph's ``ToolCallTransformer`` first,
     then every middleware's factories in middleware order, then its own ``transformers=``."""
+
+    not_hooks: ClassVar[Collection[str]] = ()
+    """Names of methods that look like a misspelled hook but are deliberate (``not_hooks = ("after_tools",)``).
+    Without it, a public method named close to a hook (``before_modle``) makes ``create_agent`` raise
+    :class:`HookNameError`, since the engine would never call it."""
 
     _hook_config: ClassVar[dict[str, dict[str, Any]]] = {}
     """Per-hook ``can_jump_to``/``may_interrupt`` set by the decorators (``hook_config`` sets them on functions)."""
@@ -212,10 +260,28 @@ class HookImpl:
     async_: Callable[..., Any] | None
     can_jump_to: frozenset[str]
     may_interrupt: bool
+    mode: HookMode = field(init=False, compare=False)
+    """How the middleware wrote it (decided here, once: the engine reads it several times per build)."""
 
-    @property
-    def mode(self) -> HookMode:
-        return HookMode.of(self.sync, self.async_, HOOKS[self.hook].kind)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "mode", HookMode.of(self.sync, self.async_, HOOKS[self.hook].kind))
+
+    @classmethod
+    def _known(
+        cls, owner: str, hook: str, sync: Callable[..., Any] | None, async_: Callable[..., Any] | None,
+        can_jump_to: frozenset[str], may_interrupt: bool, mode: HookMode,
+    ) -> HookImpl:
+        """A HookImpl whose mode is already known (found once per class): built per middleware per build."""
+        impl = object.__new__(cls)
+        put = object.__setattr__
+        put(impl, "owner", owner)
+        put(impl, "hook", hook)
+        put(impl, "sync", sync)
+        put(impl, "async_", async_)
+        put(impl, "can_jump_to", can_jump_to)
+        put(impl, "may_interrupt", may_interrupt)
+        put(impl, "mode", mode)
+        return impl
 
 
 def _implementation(mw: AgentMiddleware[Any, Any], method: str) -> Callable[..., Any] | None:
@@ -236,24 +302,32 @@ _FLOW_MIXINS: dict[str, tuple[type, str]] = {
 }
 
 
-def _flow_of(
-    mw: AgentMiddleware[Any, Any], hook: str, sync_fn: Callable[..., Any] | None, async_fn: Callable[..., Any] | None
-) -> Callable[..., Any] | None:
-    """The flow method of a middleware that takes both twins of ``hook`` from a flow mixin (overriding neither):
-    the engine drives it inline instead of calling the mixin's drivers."""
+def _flow_name(cls: type, hook: str) -> str | None:
+    """The flow method of a class that takes both twins of ``hook`` from a flow mixin (overriding neither): the
+    engine drives it inline instead of calling the mixin's drivers."""
     mixin_and_flow = _FLOW_MIXINS.get(hook)
-    if mixin_and_flow is None or sync_fn is None or async_fn is None:
+    if mixin_and_flow is None:
         return None
     mixin, flow_name = mixin_and_flow
-    cls = type(mw)
     if getattr(cls, hook) is getattr(mixin, hook) and getattr(cls, "a" + hook) is getattr(mixin, "a" + hook):
-        flow_fn: Callable[..., Any] = getattr(mw, flow_name)
-        return flow_fn
+        return flow_name
     return None
 
 
-def _config(mw: AgentMiddleware[Any, Any], method: str, fn: Callable[..., Any] | None) -> dict[str, Any]:
-    cfg: dict[str, Any] = dict(getattr(type(mw), "_hook_config", {}).get(method, {}))
+def _flow_of(
+    mw: AgentMiddleware[Any, Any], hook: str, sync_fn: Callable[..., Any] | None, async_fn: Callable[..., Any] | None
+) -> Callable[..., Any] | None:
+    if sync_fn is None or async_fn is None:
+        return None
+    flow_name = _flow_name(type(mw), hook)
+    if flow_name is None:
+        return None
+    flow_fn: Callable[..., Any] = getattr(mw, flow_name)
+    return flow_fn
+
+
+def _config(cls: type, method: str, fn: Callable[..., Any] | None) -> dict[str, Any]:
+    cfg: dict[str, Any] = dict(getattr(cls, "_hook_config", {}).get(method, {}))
     target = getattr(fn, "__func__", fn)
     if target is not None:
         if hasattr(target, "__can_jump_to__"):
@@ -263,8 +337,21 @@ def _config(mw: AgentMiddleware[Any, Any], method: str, fn: Callable[..., Any] |
     return cfg
 
 
-def defined_hooks(mw: AgentMiddleware[Any, Any]) -> dict[str, HookImpl]:
-    """The hooks ``mw`` defines, in the order a run meets them."""
+def _routing(cls: type, spec_name: str, sync_fn: Any, async_fn: Any) -> tuple[frozenset[str], bool]:
+    """``can_jump_to`` and ``may_interrupt`` declared on either twin (or in the class's ``_hook_config``)."""
+    jumps: set[str] = set()
+    may_interrupt = False
+    for method, fn in ((spec_name, sync_fn), ("a" + spec_name, async_fn)):
+        if fn is None:
+            continue
+        cfg = _config(cls, method, fn)
+        jumps.update(str(jump_target(j)) for j in cfg.get("can_jump_to") or ())
+        may_interrupt = may_interrupt or bool(cfg.get("may_interrupt"))
+    return frozenset(jumps), may_interrupt
+
+
+def _discover(mw: AgentMiddleware[Any, Any]) -> dict[str, HookImpl]:
+    """The hooks ``mw`` defines, read from the instance itself (the path for instance-level overrides)."""
     found: dict[str, HookImpl] = {}
     for spec in HOOKS.values():
         sync_fn = _implementation(mw, spec.name)
@@ -274,16 +361,143 @@ def defined_hooks(mw: AgentMiddleware[Any, Any]) -> dict[str, HookImpl]:
             sync_fn, async_fn = flow_fn, None
         if sync_fn is None and async_fn is None:
             continue
-        jumps: set[str] = set()
-        may_interrupt = False
-        for method, fn in ((spec.name, sync_fn), (spec.async_name, async_fn)):
-            if fn is None:
-                continue
-            cfg = _config(mw, method, fn)
-            jumps.update(str(jump_target(j)) for j in cfg.get("can_jump_to") or ())
-            may_interrupt = may_interrupt or bool(cfg.get("may_interrupt"))
-        found[spec.name] = HookImpl(mw.name, spec.name, sync_fn, async_fn, frozenset(jumps), may_interrupt)
+        jumps, may_interrupt = _routing(type(mw), spec.name, sync_fn, async_fn)
+        found[spec.name] = HookImpl(mw.name, spec.name, sync_fn, async_fn, jumps, may_interrupt)
     return found
+
+
+# -- per-class facts, found once per class ------------------------------------------------------------------------
+HOOK_METHODS: tuple[str, ...] = (*(n for spec in HOOKS.values() for n in (spec.name, spec.async_name)), *GUARDS)
+"""Every method name the engine reads as a hook (both twins of each hook, and the guards)."""
+_HOOK_METHOD_SET = frozenset(HOOK_METHODS)
+_fingerprint = operator.attrgetter(*HOOK_METHODS, "_hook_config")
+"""The class attributes :func:`class_hooks` reads (every one is defined on ``AgentMiddleware``)."""
+_NEAR_MISS_CUTOFF = 0.85
+
+
+@dataclass(frozen=True, slots=True)
+class _Slot:
+    """One hook a class defines: the attributes to bind on an instance, and its declared routing."""
+
+    hook: str
+    sync_attr: str | None
+    async_attr: str | None
+    can_jump_to: frozenset[str]
+    may_interrupt: bool
+    mode: HookMode
+
+
+@dataclass(slots=True)
+class ClassHooks:
+    """What a middleware class defines, found once per class and shared by its instances."""
+
+    fingerprint: tuple[object, ...]
+    """The class's hook attributes when this was found: a class patched later is read again."""
+    slots: tuple[_Slot, ...] | None
+    """The hooks, in run order; None when one of them is a descriptor whose value may depend on the instance (a
+    property...): such a class is read per instance."""
+    near_misses: tuple[tuple[str, str, str], ...]
+    """``(class, method, hook)`` for each public method of the user's classes whose name is close to a hook's."""
+    checked: bool = False
+    """Set by the pipeline once the hooks passed the checks that depend only on the class (signatures...)."""
+
+
+_CLASS_HOOKS: WeakKeyDictionary[type, ClassHooks] = WeakKeyDictionary()
+
+
+def class_hooks(cls: type) -> ClassHooks:
+    """The hooks ``cls`` defines and its near-miss method names (cached per class, read again if it is patched)."""
+    try:
+        fingerprint: tuple[object, ...] = _fingerprint(cls)
+    except AttributeError:  # a descriptor that refuses class access: read the attributes one by one
+        fingerprint = tuple(getattr(cls, name, None) for name in (*HOOK_METHODS, "_hook_config"))
+    found = _CLASS_HOOKS.get(cls)
+    if found is None or found.fingerprint != fingerprint:
+        found = ClassHooks(fingerprint, _class_slots(cls), _near_misses(cls))
+        _CLASS_HOOKS[cls] = found
+    return found
+
+
+def _class_slots(cls: type) -> tuple[_Slot, ...] | None:
+    slots: list[_Slot] = []
+    for spec in HOOKS.values():
+        sync_fn, async_fn = (_class_attr(cls, name) for name in (spec.name, spec.async_name))
+        if sync_fn is _PER_INSTANCE or async_fn is _PER_INSTANCE:
+            return None
+        if sync_fn is None and async_fn is None:
+            continue
+        flow = _flow_name(cls, spec.name) if sync_fn is not None and async_fn is not None else None
+        sync_attr = flow or (spec.name if sync_fn is not None else None)
+        async_attr = None if flow or async_fn is None else spec.async_name
+        if flow:
+            sync_fn, async_fn = getattr(cls, flow), None
+        jumps, may_interrupt = _routing(cls, spec.name, sync_fn, async_fn)
+        mode = HookMode.of(sync_fn, async_fn, spec.kind)
+        slots.append(_Slot(spec.name, sync_attr, async_attr, jumps, may_interrupt, mode))
+    return tuple(slots)
+
+
+_PER_INSTANCE = object()
+
+
+def _class_attr(cls: type, method: str) -> object:
+    """The class's override of ``method``, None if it keeps the base default, or ``_PER_INSTANCE`` when the value
+    an instance sees cannot be told from the class (a property or another descriptor)."""
+    impl = getattr(cls, method, None)
+    if impl is None or impl is getattr(AgentMiddleware, method, None):
+        return None
+    return impl if isinstance(impl, (FunctionType, MethodType)) else _PER_INSTANCE
+
+
+def _is_library_class(klass: type) -> bool:
+    module = getattr(klass, "__module__", "") or ""
+    return module.partition(".")[0] in ("middleware_kit", "builtins", "typing", "typing_extensions", "abc")
+
+
+def _near_misses(cls: type) -> tuple[tuple[str, str, str], ...]:
+    """Public methods defined on the user's own classes (not middleware_kit's) whose names are close to a hook's
+    but are not one (``before_modle``): the engine would never call them. ``not_hooks`` lists deliberate ones."""
+    allowed: set[str] = set()
+    for klass in cls.__mro__:
+        names = vars(klass).get("not_hooks", ())
+        allowed.update((names,) if isinstance(names, str) else names)  # not_hooks = "after_tools" means that name
+    found: list[tuple[str, str, str]] = []
+    for klass in cls.__mro__:
+        if _is_library_class(klass):
+            continue
+        for name, value in vars(klass).items():
+            if name.startswith("_") or name in _HOOK_METHOD_SET or name in allowed:
+                continue
+            if not isinstance(value, (FunctionType, staticmethod, classmethod)):
+                continue
+            match = difflib.get_close_matches(name, HOOK_METHODS, n=1, cutoff=_NEAR_MISS_CUTOFF)
+            if match:
+                found.append((klass.__qualname__, name, match[0]))
+    return tuple(found)
+
+
+def hook_facts(mw: AgentMiddleware[Any, Any]) -> tuple[dict[str, HookImpl], ClassHooks, bool]:
+    """The hooks ``mw`` defines, its class's facts, and whether the hooks are the class's (False: ``mw`` overrides
+    a hook in its own ``__dict__``, as ``self.before_model = ...`` in ``__init__`` does, or its class is read per
+    instance: checks of its hooks cannot be cached per class)."""
+    record = class_hooks(type(mw))
+    own = getattr(mw, "__dict__", None)
+    if record.slots is None or (own and not _HOOK_METHOD_SET.isdisjoint(own)):
+        return _discover(mw), record, False
+    name = mw.name
+    found: dict[str, HookImpl] = {}
+    for slot in record.slots:
+        sync_fn = getattr(mw, slot.sync_attr) if slot.sync_attr is not None else None
+        async_fn = getattr(mw, slot.async_attr) if slot.async_attr is not None else None
+        found[slot.hook] = HookImpl._known(
+            name, slot.hook, sync_fn, async_fn, slot.can_jump_to, slot.may_interrupt, slot.mode
+        )
+    return found, record, True
+
+
+def defined_hooks(mw: AgentMiddleware[Any, Any]) -> dict[str, HookImpl]:
+    """The hooks ``mw`` defines, in the order a run meets them."""
+    return hook_facts(mw)[0]
 
 
 if TYPE_CHECKING:

@@ -18,7 +18,15 @@ from middleware_kit.chain import Layer, model_request_layer, tool_hooks_layer, w
 from middleware_kit.errors import MiddlewareConfigError
 from middleware_kit.guards import Guards
 from middleware_kit.hooks import HOOKS, JUMP_TARGETS, NODE_PHASES, HookMode
-from middleware_kit.middleware import AgentMiddleware, HookImpl, _implementation, defined_hooks
+from middleware_kit.middleware import (
+    AgentMiddleware,
+    ClassHooks,
+    HookImpl,
+    HookNameError,
+    _implementation,
+    defined_hooks,
+    hook_facts,
+)
 from middleware_kit.phases import NodeStep, bridge_node_hook
 from middleware_kit.signatures import check_hook
 
@@ -71,15 +79,14 @@ def _check_name(mw: AgentMiddleware[Any, Any], seen: dict[str, int], index: int)
     seen[name] = index
 
 
-def _check_jumps(impl: HookImpl, has_tools: bool) -> None:
+def _check_static(impl: HookImpl) -> None:
+    """The checks of one hook that do not depend on the agent (cached per class by :func:`_check_middleware`)."""
     spec = HOOKS[impl.hook]
     for target in sorted(impl.can_jump_to):
         if target not in JUMP_TARGETS:
             raise MiddlewareConfigError.unknown_jump_target(impl.owner, impl.hook, sorted(impl.can_jump_to))
         if target not in spec.jump_targets:
             raise MiddlewareConfigError.jump_not_allowed(impl.owner, impl.hook, target, sorted(spec.jump_targets))
-        if target == "tools" and not has_tools:
-            raise MiddlewareConfigError.jump_to_tools_without_tools(impl.owner, impl.hook)
     if impl.may_interrupt and spec.kind != "node":
         raise MiddlewareConfigError.may_interrupt_outside_node(impl.owner, impl.hook)
     if impl.mode is HookMode.FLOW:
@@ -87,6 +94,27 @@ def _check_jumps(impl: HookImpl, has_tools: bool) -> None:
     for fn in (impl.sync, impl.async_):
         if fn is not None and impl.sync is fn and inspect.iscoroutinefunction(fn):
             raise MiddlewareConfigError.async_def_sync_name(impl.owner, impl.hook)
+    check_hook(impl.owner, impl.hook, impl.sync, impl.async_)
+
+
+def _check_middleware(mw: AgentMiddleware[Any, Any], hooks: dict[str, HookImpl], record: ClassHooks,
+                      from_class: bool, has_tools: bool) -> None:
+    """Validate one middleware's hooks: what depends only on its class once per class (LangGraph Server graph
+    factories build an agent per run), the rest every build."""
+    if record.near_misses:
+        owner, method, suggestion = record.near_misses[0]
+        raise HookNameError.near_miss(mw.name, owner, method, suggestion)
+    if not (from_class and record.checked):
+        for impl in hooks.values():
+            _check_static(impl)
+        for guard in ("guard_messages", "guard_resume"):
+            if (fn := _implementation(mw, guard)) is not None:
+                check_hook(mw.name, guard, fn, None)
+        if from_class:
+            record.checked = True
+    for impl in hooks.values():
+        if "tools" in impl.can_jump_to and not has_tools:
+            raise MiddlewareConfigError.jump_to_tools_without_tools(impl.owner, impl.hook)
 
 
 def _check_flow(impl: HookImpl) -> None:
@@ -170,26 +198,22 @@ def build_pipeline(
             if not isinstance(tool, BaseTool):
                 raise MiddlewareConfigError.tool_not_a_basetool(mw.name, tool)
     has_tools = bool(client_tools) or bool(mw_tools)
-    hooks = tuple(defined_hooks(mw) for mw in mws)
-    for per_mw in hooks:
-        for impl in per_mw.values():
-            _check_jumps(impl, has_tools or not validate_jumps)
-            check_hook(impl.owner, impl.hook, impl.sync, impl.async_)
+    hooks: list[dict[str, HookImpl]] = []
+    for mw in mws:
+        per_mw, record, from_class = hook_facts(mw)
+        _check_middleware(mw, per_mw, record, from_class, has_tools or not validate_jumps)
+        hooks.append(per_mw)
 
     model_layers, tool_layers = _chain_layers(mws, hooks)
     guards = Guards(
         tuple((mw.name, fn) for mw in mws if (fn := _implementation(mw, "guard_messages")) is not None),
         tuple((mw.name, fn) for mw in mws if (fn := _implementation(mw, "guard_resume")) is not None),
     )
-    for owner, guard in guards.guards:
-        check_hook(owner, "guard_messages", guard, None)
-    for owner, guard in guards.resume_guards:
-        check_hook(owner, "guard_resume", guard, None)
     _adopt(mws)
     return Pipeline(
         guards=guards,
         middleware=mws,
-        hooks=hooks,
+        hooks=tuple(hooks),
         phases=_node_steps(hooks),
         model_layers=model_layers,
         tool_layers=tool_layers,

@@ -5,18 +5,20 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.errors import GraphInterrupt
 from langgraph.types import Interrupt
 
 from middleware_kit import (
     AgentMiddleware,
     ExtendedModelResponse,
+    HookSignatureError,
     MiddlewareConfigError,
     ModelResponse,
     ToolCallRequest,
     before_model,
     create_agent,
+    hook_config,
     modify_model_request,
     wrap_model_call,
     wrap_tool_call,
@@ -225,3 +227,78 @@ def test_run_model_chain_returns_the_commands_of_extended_responses_inner_first(
     assert isinstance(result, ExtendedModelResponse)
     assert result.model_response.result[0].content == "x"
     assert result.command is not None and result.command.update == [("notes", ["inner"]), ("notes", ["outer"])]
+
+
+# -- per-class facts are found once per class, and stay right ----------------------------------------------------
+class _Counting(AgentMiddleware[Any, Any]):
+    def __init__(self, name: str, calls: list[str]) -> None:
+        self.name = name
+        self.calls = calls
+
+    def before_model(self, state: Any, runtime: Any) -> None:
+        self.calls.append(f"{self.name}.before_model")
+
+
+def test_instances_of_one_class_keep_their_own_names_and_hooks() -> None:
+    calls: list[str] = []
+    agent = create_agent(ScriptedChatModel(["ok"]), middleware=[_Counting("a", calls), _Counting("b", calls)])
+    agent.invoke({"messages": [HumanMessage("hi")]})
+    assert calls == ["a.before_model", "b.before_model"]
+    plan = agent.middleware_plan  # type: ignore[attr-defined]
+    assert [(h.middleware, h.phase) for h in plan.hooks] == [("a", "before_model"), ("b", "before_model")]
+
+
+def test_a_hook_patched_on_the_class_after_a_build_is_used_by_the_next_build(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[str] = []
+    mw = _Counting("a", calls)
+    create_agent(ScriptedChatModel(["ok"]), middleware=[mw])
+
+    def patched(self: Any, state: Any, runtime: Any) -> None:
+        calls.append("patched")
+
+    monkeypatch.setattr(_Counting, "before_model", patched)
+    create_agent(ScriptedChatModel(["ok"]), middleware=[mw]).invoke({"messages": [HumanMessage("hi")]})
+    assert calls == ["patched"]
+
+    def bad(self: Any, state: Any) -> None: ...
+
+    monkeypatch.setattr(_Counting, "before_model", bad)
+    with pytest.raises(HookSignatureError, match=r"a\.before_model has the signature"):
+        create_agent(ScriptedChatModel(["ok"]), middleware=[mw])
+
+
+def test_an_instance_level_hook_is_honoured_and_checked_on_every_build() -> None:
+    calls: list[str] = []
+    create_agent(ScriptedChatModel(["ok"]), middleware=[_Counting("a", calls)])  # the class is now checked
+    mw = _Counting("b", calls)
+    mw.before_model = lambda state, runtime: calls.append("instance")  # type: ignore[method-assign]
+    create_agent(ScriptedChatModel(["ok"]), middleware=[mw]).invoke({"messages": [HumanMessage("hi")]})
+    assert calls == ["instance"]
+
+    def one_parameter(state: Any) -> None: ...
+
+    mw.before_model = one_parameter  # type: ignore[method-assign,assignment]
+    for _ in range(2):
+        with pytest.raises(HookSignatureError, match=r"b\.before_model"):
+            create_agent(ScriptedChatModel(["ok"]), middleware=[mw])
+
+
+def test_a_bad_hook_fails_every_build_not_only_the_first() -> None:
+    class Bad(AgentMiddleware[Any, Any]):
+        def wrap_model_call(self, request: Any) -> Any:  # not a flow: a plain function taking only the request
+            return None
+
+    for _ in range(2):
+        with pytest.raises(HookSignatureError, match=r"Bad\.wrap_model_call"):
+            create_agent(ScriptedChatModel(["ok"]), middleware=[Bad()])
+
+
+def test_an_undeclared_tools_jump_depends_on_the_agent_not_the_class() -> None:
+    class Router(AgentMiddleware[Any, Any]):
+        @hook_config(can_jump_to=["tools"])
+        def before_model(self, state: Any, runtime: Any) -> None:
+            return None
+
+    create_agent(ScriptedChatModel(["ok"]), [add], middleware=[Router()])  # the class passes its own checks
+    with pytest.raises(MiddlewareConfigError, match="no tools to run"):
+        create_agent(ScriptedChatModel(["ok"]), middleware=[Router()])
