@@ -108,7 +108,7 @@ class ModelCall:
             model=self.model,
             messages=messages,
             system_message=self.system_message,
-            tools=self.default_tools,
+            tools=list(self.default_tools),
             response_format=self.response_format,
             state=state,
             runtime=runtime,
@@ -120,7 +120,7 @@ class ModelCall:
         if (
             cache is not None
             and request.model is self.model
-            and request.tools is self.default_tools
+            and _same(request.tools, self.default_tools)
             and request.response_format is self.response_format
             and request.tool_choice is None
             and not request.model_settings
@@ -129,7 +129,7 @@ class ModelCall:
                 cache[0] = bind_model(request.model, request.tools, self.response_format, None, {},
                                       nostream=self.nostream)
             return cache[0], self.response_format
-        if self.executable is not None and request.tools is not self.default_tools and not self.tools_wrapped:
+        if self.executable is not None and not self.tools_wrapped and not _same(request.tools, self.default_tools):
             unknown = [t.name for t in request.tools if isinstance(t, BaseTool) and t.name not in self.executable]
             if unknown:
                 raise UnknownToolError.for_tools(unknown)
@@ -246,10 +246,17 @@ def _provider_supported(model: Any, *, tools: Sequence[Any]) -> bool:
 
 
 def prepared(call: ModelCall, view: Any, runtime: Any) -> tuple[ModelRequest[Any], PairingFix | None]:
-    """The request for the state ``view``, closing tool calls that will never be answered (and the fix applied)."""
+    """The request for the state ``view``, closing tool calls that will never be answered (and the fix applied).
+    Its ``messages`` is a list of its own: an in-place edit by a wrapper never reaches the state's list."""
     messages = view["messages"]
     fix = close_pending(messages, "the run moved on before it ran (it was interrupted or skipped).", malformed=True)
-    return call.request(fix.history if fix is not None else messages, view, runtime), fix
+    return call.request(list(fix.history if fix is not None else messages), view, runtime), fix
+
+
+def _same(tools: Sequence[Any], defaults: Sequence[Any]) -> bool:
+    """Whether a request still offers exactly the agent's default tools (the same objects, in order): then the
+    model bound once for them is reused."""
+    return len(tools) == len(defaults) and all(a is b for a, b in zip(tools, defaults, strict=True))
 
 
 def model_writes(

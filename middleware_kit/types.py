@@ -136,7 +136,7 @@ _REQUEST_FIELDS = (
 
 @dataclass(init=False, eq=True, repr=True, slots=True)
 class ModelRequest(_Frozen, Generic[ContextT]):
-    """One model call, as the wrappers see it. Frozen: change it with :meth:`override`.
+    """One model call, as the wrappers see it. Frozen (assigning a field raises): change it with :meth:`override`.
 
     ``system_prompt="..."`` (constructor or ``override``) is sugar for ``system_message=SystemMessage("...")``;
     giving both raises ``ValueError``.
@@ -144,12 +144,15 @@ class ModelRequest(_Frozen, Generic[ContextT]):
 
     model: BaseChatModel
     """The chat model to call (a middleware may swap it, e.g. for a fallback)."""
-    messages: tuple[AnyMessage, ...]
-    """The conversation sent to the model, without the system message. A tuple: edits go through ``override``."""
+    messages: list[AnyMessage]
+    """The conversation sent to the model, without the system message. A list, as in LangChain: inside an agent each
+    model call gets its own copy of the state's messages, so editing it in place (a retrying wrapper appending a
+    correction) changes this call only, never the thread's state; return a state update to change state."""
     system_message: SystemMessage | None
     """Sent first, before ``messages``; never stored in state."""
-    tools: tuple[BaseTool | dict[str, Any], ...]
-    """The tools offered to the model: the agent's tools plus every middleware's ``tools``."""
+    tools: list[BaseTool | dict[str, Any]]
+    """The tools offered to the model: the agent's tools plus every middleware's ``tools``. A list of this call's
+    own (as ``messages``)."""
     tool_choice: Any
     """Passed to ``bind_tools(tool_choice=...)`` when set."""
     response_format: Any
@@ -182,9 +185,9 @@ class ModelRequest(_Frozen, Generic[ContextT]):
             system_message = SystemMessage(content=system_prompt)
         init = object.__setattr__
         init(self, "model", model)
-        init(self, "messages", messages if type(messages) is tuple else tuple(messages))
+        init(self, "messages", _as_list(messages))
         init(self, "system_message", system_message)
-        init(self, "tools", () if tools is None else tools if type(tools) is tuple else tuple(tools))
+        init(self, "tools", _as_list(tools))
         init(self, "tool_choice", tool_choice)
         init(self, "response_format", response_format)
         init(self, "model_settings", _freeze_settings(model_settings))
@@ -217,14 +220,22 @@ class ModelRequest(_Frozen, Generic[ContextT]):
         for name in _REQUEST_FIELDS:
             if name in values:
                 value = values[name]
-                if name in ("messages", "tools") and type(value) is not tuple:
-                    value = () if value is None else tuple(value)
+                if name in ("messages", "tools"):
+                    value = _as_list(value)
                 elif name == "model_settings":
                     value = _freeze_settings(value)
                 init(new, name, value)
             else:
                 init(new, name, getattr(self, name))
         return new
+
+
+def _as_list(items: Sequence[Any] | None) -> list[Any]:
+    """A list given is kept as it is (its identity too, as LangChain's ``override`` does); anything else is copied
+    into a new list."""
+    if type(items) is list:
+        return items
+    return [] if items is None else list(items)
 
 
 def _freeze_settings(settings: Mapping[str, Any] | None) -> Mapping[str, Any]:

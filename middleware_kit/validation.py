@@ -138,7 +138,7 @@ def check_tool_result(value: Any, request: ToolCallRequest, owner: str, hook: st
 
 _TOOL_NOTE = (
     "While running the tool {name!r} (tool call id {id!r}). To answer the model with the error instead, add "
-    "ToolErrorMiddleware() to middleware=[...]; to retry the call, ToolRetryMiddleware(...)."
+    "ToolErrorMiddleware(on_error) to middleware=[...]; to retry the call, ToolRetryMiddleware(...)."
 )
 
 

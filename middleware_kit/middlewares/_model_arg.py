@@ -44,6 +44,8 @@ def unresolved_model(middleware: str, parameter: str, value: object, exc: Except
     too, as LangChain's ``init_chat_model`` raises) when the provider package is missing, else a
     ``MiddlewareConfigError``; both name the middleware and the parameter. Raise it ``from exc``."""
     error = ProviderPackageError if isinstance(exc, ImportError) else MiddlewareConfigError
+    if isinstance(exc, MiddlewareConfigError):  # resolve_model's own message says what to do
+        return error(f"{middleware}: {parameter}={value!r}: {exc}", middleware=middleware, hook=parameter)
     return error(
         f"{middleware}: {parameter}={value!r} could not be resolved to a chat model ({type(exc).__name__}: {exc}). "
         f"Pass a model instance instead.",

@@ -156,7 +156,7 @@ def test_tool_failure_note_is_added_once_and_keeps_the_type() -> None:
     note_tool_failure(exc, call)
     assert exc.__notes__ == [
         "While running the tool 'db' (tool call id 'call_7'). To answer the model with the error instead, add "
-        "ToolErrorMiddleware() to middleware=[...]; to retry the call, ToolRetryMiddleware(...)."
+        "ToolErrorMiddleware(on_error) to middleware=[...]; to retry the call, ToolRetryMiddleware(...)."
     ]
     for untouched in (GraphInterrupt(), HookValueError("x", middleware="m", hook="h"), KeyboardInterrupt()):
         note_tool_failure(untouched, call)

@@ -119,7 +119,7 @@ def test_outside_an_agent_there_are_none_and_agent_scope_sets_them() -> None:
         assert current_agent() is defaults
     assert current_agent() is None
     request = defaults.request([HumanMessage("hi")], model=ScriptedChatModel([]))
-    assert request.system_prompt == "Be brief." and request.tools == (add,)
+    assert request.system_prompt == "Be brief." and request.tools == [add]
     with pytest.raises(ValueError, match="no model"):
         defaults.request([HumanMessage("hi")])
 

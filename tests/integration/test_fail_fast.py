@@ -51,7 +51,7 @@ def test_a_hook_without_runtime_fails_at_build_not_mid_run() -> None:
 
 
 def test_bundled_and_testing_middlewares_pass_the_signature_check() -> None:
-    create_agent(ScriptedChatModel(["ok"]), [add], middleware=[TraceRecorder("A"), ToolErrorMiddleware()])
+    create_agent(ScriptedChatModel(["ok"]), [add], middleware=[TraceRecorder("A"), ToolErrorMiddleware(str)])
 
 
 # -- 2. context -------------------------------------------------------------------------------------------------------
@@ -303,13 +303,13 @@ def test_a_tool_failure_names_the_tool_and_the_call_and_points_at_the_fix(run: R
     assert [n for n in notes if "ToolErrorMiddleware" in n] == [notes[0]]  # LangGraph adds its own after ours
     assert notes[0] == (
         "While running the tool 'boom' (tool call id 'call_42'). To answer the model with the error instead, add "
-        "ToolErrorMiddleware() to middleware=[...]; to retry the call, ToolRetryMiddleware(...)."
+        "ToolErrorMiddleware(on_error) to middleware=[...]; to retry the call, ToolRetryMiddleware(...)."
     )
 
 
 def test_a_handled_tool_failure_has_no_note(run: Runner) -> None:
     model = ScriptedChatModel([AIMessage("", tool_calls=[tool_call("boom", {"x": 1})]), "done"])
-    agent = create_agent(model, [boom], middleware=[ToolErrorMiddleware()])
+    agent = create_agent(model, [boom], middleware=[ToolErrorMiddleware(str)])
     result = run(agent, q())
     assert result["messages"][-1].content == "done"
 

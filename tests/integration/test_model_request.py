@@ -7,6 +7,8 @@ from typing import Any, NotRequired
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
+from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
 from middleware_kit import (
@@ -21,7 +23,7 @@ from middleware_kit import (
     modify_model_request,
     wrap_model_call,
 )
-from middleware_kit.testing import ScriptedChatModel, make_request
+from middleware_kit.testing import ScriptedChatModel, make_request, tool_call
 from tests.conftest import Runner
 
 
@@ -65,16 +67,16 @@ def test_modify_model_request_must_return_a_request(run: Runner) -> None:
 def test_request_is_frozen_and_override_copies() -> None:
     request = make_request(["hi"], system_prompt="sys", model_settings={"temperature": 0})
     with pytest.raises(dataclasses.FrozenInstanceError, match="override"):
-        request.messages = ()  # type: ignore[misc]
+        request.messages = []
     with pytest.raises(dataclasses.FrozenInstanceError):
         del request.model
-    assert isinstance(request.messages, tuple)
+    assert isinstance(request.messages, list)  # a list, as in LangChain (each call's own: see the next test)
     with pytest.raises(TypeError):
         request.model_settings["temperature"] = 1  # type: ignore[index]
     changed = request.override(system_prompt="other", tools=[])
     assert request.system_prompt == "sys" and changed.system_prompt == "other"
     assert changed.messages is request.messages  # unchanged fields keep their identity
-    assert changed.tools == ()
+    assert changed.tools == []
     with pytest.raises(ValueError, match="Cannot specify both system_prompt and system_message"):
         request.override(system_prompt="a", system_message=SystemMessage("b"))
     with pytest.raises(ValueError, match="Cannot specify both"):
@@ -83,15 +85,31 @@ def test_request_is_frozen_and_override_copies() -> None:
         request.override(temperature=1)  # type: ignore[call-arg]
 
 
+@tool
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
 def test_in_place_edits_cannot_leak_into_state(run: Runner) -> None:
+    # LangChain's retry pattern edits request.messages in place; here that changes this model call only: each call
+    # gets its own list, so nothing reaches the thread's state, the checkpoint or the next call.
     @wrap_model_call
     def sneaky(request: ModelRequest, handler: Any) -> Any:
-        with pytest.raises(AttributeError):
-            request.messages.append(HumanMessage("leak"))  # type: ignore[attr-defined]
+        request.messages.append(HumanMessage("this call only"))
+        request.tools.clear()
         return handler(request)
 
-    result = run(create_agent(ScriptedChatModel(["ok"]), middleware=[sneaky]), {"messages": [HumanMessage("hi")]})
-    assert [m.content for m in result["messages"]] == ["hi", "ok"]
+    model = ScriptedChatModel([AIMessage("", tool_calls=[tool_call("add", {"a": 1, "b": 2})]), "ok"])
+    agent = create_agent(model, [add], middleware=[sneaky], checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "in-place"}}
+    result = run(agent, {"messages": [HumanMessage("hi")]}, config=config)
+    assert [m.type for m in result["messages"]] == ["human", "ai", "tool", "ai"]
+    assert all(m.content != "this call only" for m in result["messages"])
+    assert all(m.content != "this call only" for m in agent.get_state(config).values["messages"])
+    first, second = model.calls
+    assert [m.content for m in first.messages][-1] == "this call only" and first.tools == ()
+    assert [m.content for m in second.messages].count("this call only") == 1  # the second call's own append only
 
 
 def test_dynamic_prompt_overrides_system_prompt_and_innermost_wins(run: Runner) -> None:
