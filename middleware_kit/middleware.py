@@ -44,6 +44,7 @@ from middleware_kit.types import (
     ResponseT,
     ToolCallRequest,
 )
+from middleware_kit.types import _ModelRequestOverrides as _ModelRequestOverrides  # LangChain's types module has it
 
 __all__ = [
     "HOOK_METHODS",
@@ -53,6 +54,8 @@ __all__ = [
     "HookNameError",
     "MiddlewareContextT",
     "StateT",
+    "StateT_co",
+    "StateT_contra",
     "class_hooks",
     "defined_hooks",
     "hook_facts",
@@ -88,6 +91,11 @@ StateT = TypeVar("StateT", bound=AgentState[Any], default=AgentState[Any])
 """The state schema a middleware reads (``AgentMiddleware[MyState]``)."""
 MiddlewareContextT = TypeVar("MiddlewareContextT", bound=StateLike | None, default=Any)
 """The runtime context type a middleware reads (``AgentMiddleware[MyState, MyContext]``)."""
+StateT_co = TypeVar("StateT_co", bound=AgentState[Any], default=AgentState[Any], covariant=True)
+"""A covariant state type, for signatures that accept any middleware of a state (LangChain 1.5's name; deepagents'
+``create_deep_agent(middleware: Sequence[AgentMiddleware[StateT_co, ContextT]])``)."""
+StateT_contra = TypeVar("StateT_contra", bound=AgentState[Any], contravariant=True)
+"""A contravariant state type (LangChain 1.5's name)."""
 
 
 class AgentMiddleware(Generic[StateT, MiddlewareContextT, ResponseT]):
