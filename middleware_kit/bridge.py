@@ -6,7 +6,8 @@
   calling thread already runs a loop, on a helper thread).
 - A sync *wrapper* under ``ainvoke`` receives a sync ``handler`` that runs the async inner chain back on the caller's
   loop, so async resources stay on the loop they belong to (see ``chain._sync_run``: consecutive sync wrappers
-  share one thread hop).
+  share one thread hop). Any async code that sync code run by :func:`run_sync_in_thread` drives goes back to that
+  loop the same way: :func:`run_coroutine_sync` is the one adapter from sync to async code.
 
 Bridged sync hooks run on an *elastic* pool, not the loop's default executor: a sync wrapper blocks its thread while
 the inner chain runs, and the inner chain may itself need executor threads (a sync-only chat model under
@@ -23,9 +24,10 @@ import queue
 import threading
 from collections.abc import Callable, Coroutine
 from concurrent.futures import Future
+from contextvars import ContextVar
 from typing import Any, ParamSpec, TypeVar
 
-__all__ = ["ElasticPool", "run_coroutine_sync", "run_sync_in_thread"]
+__all__ = ["ElasticPool", "blocking_form", "run_coroutine_sync", "run_sync_in_thread"]
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -90,17 +92,39 @@ def _thread_loop() -> asyncio.AbstractEventLoop:
     return loop
 
 
+_HOME: ContextVar[asyncio.AbstractEventLoop | None] = ContextVar("middleware_kit_home_loop", default=None)
+"""In sync code that :func:`run_sync_in_thread` moved off an event loop: that loop (it awaits the thread, so it is
+free to run coroutines for it)."""
+
+
 def run_coroutine_sync(coro: Coroutine[Any, Any, T]) -> T:
-    """Drive ``coro`` to completion from sync code, in the current context."""
+    """Drive ``coro`` to completion from sync code, in the current context: on the event loop the code was moved off
+    (:func:`run_sync_in_thread`), so async resources stay on the loop they belong to; else on a loop owned by the
+    calling thread."""
     __tracebackhide__ = True
     try:
         asyncio.get_running_loop()
     except RuntimeError:
+        home = _HOME.get()
+        if home is not None and home.is_running():
+            return asyncio.run_coroutine_threadsafe(coro, home).result()
         return _thread_loop().run_until_complete(coro)
     # Sync code called from inside a running loop (e.g. ``invoke`` in a notebook cell): a loop cannot be re-entered,
     # so run the coroutine on a helper thread, carrying the context along.
     ctx = contextvars.copy_context()
     return _pool.submit(functools.partial(ctx.run, _run_on_thread_loop, coro)).result()
+
+
+def blocking_form(async_fn: Callable[..., Coroutine[Any, Any, T]]) -> Callable[..., T]:
+    """The sync form of an async-only callable (a hook a middleware wrote only as ``async def``, under ``invoke``):
+    each call's coroutine driven to completion by :func:`run_coroutine_sync`. The one adapter from sync code to
+    async code in middleware_kit."""
+
+    def blocking(*args: Any, **kwargs: Any) -> T:
+        __tracebackhide__ = True
+        return run_coroutine_sync(async_fn(*args, **kwargs))
+
+    return blocking
 
 
 def _run_on_thread_loop(coro: Coroutine[Any, Any, T]) -> T:
@@ -112,4 +136,5 @@ async def run_sync_in_thread(func: Callable[P, T], /, *args: P.args, **kwargs: P
     """Run a sync callable off the event loop, in a copy of the current context."""
     __tracebackhide__ = True
     ctx = contextvars.copy_context()
+    ctx.run(_HOME.set, asyncio.get_running_loop())  # async code the thread runs comes back to this loop
     return await asyncio.wrap_future(_pool.submit(functools.partial(ctx.run, func, *args, **kwargs)))

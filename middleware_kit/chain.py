@@ -16,7 +16,6 @@ the entry point re-raises it.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -28,8 +27,8 @@ from langgraph.errors import GraphBubbleUp
 from langgraph.types import Command
 
 from middleware_kit import flow as _flow
-from middleware_kit.bridge import run_coroutine_sync, run_sync_in_thread
-from middleware_kit.drive import Flow, Step, run_async, run_sync, sync_twin
+from middleware_kit.bridge import blocking_form, run_coroutine_sync, run_sync_in_thread
+from middleware_kit.drive import Abort, Step, Steps, run_async, run_sync
 from middleware_kit.errors import HookReturnError
 from middleware_kit.flow import Sleep
 from middleware_kit.hooks import HookMode
@@ -53,6 +52,10 @@ Req = TypeVar("Req")
 Res = TypeVar("Res")
 SyncHandler = Callable[[Any], Any]
 AsyncHandler = Callable[[Any], Awaitable[Any]]
+Normalize = Callable[[object, int, Any], Any]
+"""How a wrap layer normalizes what its hook returned: ``normalize(value, depth, request)``."""
+InvokeOf = Callable[[Any], Callable[[Any], Any]]
+"""How a wrap layer calls its hook, given the next handler: ``invoke_of(nxt)(request)``."""
 
 
 @dataclass(slots=True)
@@ -123,17 +126,14 @@ def compose(
     return sync_h, async_h
 
 
-_LOOP: ContextVar[asyncio.AbstractEventLoop | None] = ContextVar("middleware_kit_loop", default=None)
-
-
 def _sync_run(layers: Sequence[Layer[Any, Any]], first: int, last: int, inner: AsyncHandler) -> AsyncHandler:
-    """Layers ``first..last`` (all sync-only) as one async handler: one thread hop for the whole run."""
+    """Layers ``first..last`` (all sync-only) as one async handler: one thread hop for the whole run; the innermost
+    sync handler runs the rest of the chain back on the caller's loop (:func:`~middleware_kit.bridge.run_coroutine_sync`
+    knows the loop the thread was moved off)."""
 
     def back_to_loop(request: Any) -> Any:
         __tracebackhide__ = True
-        loop = _LOOP.get()
-        assert loop is not None
-        return asyncio.run_coroutine_threadsafe(_awaited(inner, request), loop).result()
+        return run_coroutine_sync(_awaited(inner, request))
 
     sub: SyncHandler = back_to_loop
     for depth in range(last, first - 1, -1):
@@ -142,11 +142,7 @@ def _sync_run(layers: Sequence[Layer[Any, Any]], first: int, last: int, inner: A
 
     async def hop(request: Any) -> Any:
         __tracebackhide__ = True
-        token = _LOOP.set(asyncio.get_running_loop())
-        try:
-            return await run_sync_in_thread(chain, request)
-        finally:
-            _LOOP.reset(token)
+        return await run_sync_in_thread(chain, request)
 
     return hop
 
@@ -156,7 +152,7 @@ async def _awaited(handler: AsyncHandler, request: Any) -> Any:
     return await handler(request)
 
 
-def call_flow(chain: SyncHandler, achain: AsyncHandler | None, request: Any) -> Flow[tuple[Any, CallState]]:
+def call_flow(chain: SyncHandler, achain: AsyncHandler | None, request: Any) -> Steps[tuple[Any, CallState]]:
     """Run a composed chain for one call (``chain`` under invoke, ``achain`` under ainvoke); re-raise a swallowed
     interrupt."""
     __tracebackhide__ = True
@@ -241,87 +237,25 @@ def _model_response(value: object, owner: str, depth: int) -> ModelResponse[Any]
     )
 
 
-def _abody_handler(nxt: AsyncHandler, depth: int, body: Callable[[Any, Any, int], Flow[Any]]) -> AsyncHandler:
-    """The async handler of a layer written as an engine flow (``body(request, next_handler, depth)``); its sync twin
-    :func:`_body_handler` runs the same flow with ``run_sync``."""
+def _body_build(nxt: Any, depth: int, *, body: Callable[[Any, Any, int], Steps[Any]], run: Callable[..., Any]) -> Any:
+    """The handler of a layer written as an engine body (``body(request, next_handler, depth)``) for one mode:
+    ``run`` is :func:`~middleware_kit.drive.run_sync` or :func:`~middleware_kit.drive.run_async`."""
 
-    async def alayer(request: Any) -> Any:
+    def layer(request: Any) -> Any:
         __tracebackhide__ = True
-        return await run_async(body(request, nxt, depth))
+        return run(body(request, nxt, depth))
 
-    return alayer
+    return layer
 
 
 def _body_layer(
-    owner: str, hook: str, mode: str, body: Callable[[Any, Any, int], Flow[Any]]
+    owner: str, hook: str, mode: str, body: Callable[[Any, Any, int], Steps[Any]]
 ) -> Layer[Any, Any]:
-    """A layer written once: ``body(request, next_handler, depth)`` is an engine flow, run by the sync driver in the
+    """A layer written once: ``body(request, next_handler, depth)`` is an engine body, run by the sync driver in the
     sync chain and by the async driver in the async chain (its steps call the hook's twin for the mode)."""
-    return Layer(owner, hook, mode, partial(_body_handler, body=body), partial(_abody_handler, body=body))
-
-
-def _awrap_handler(
-    nxt: AsyncHandler,
-    depth: int,
-    *,
-    owner: str,
-    hook: str,
-    fn: Callable[..., Any] | None,
-    flow_fn: Callable[..., Any] | None,
-    normalize: Callable[[object, int, Any], Any],
-) -> AsyncHandler:
-    """The async handler of a ``wrap_*_call`` layer; :func:`_wrap_handler`, its sync twin, is this source with the
-    awaits dropped (:func:`middleware_kit.drive.sync_twin`).
-
-    A classic hook is ``fn(request, nxt)`` (``alayer``). A flow hook (``flow_fn(request)``, a generator) is driven
-    inline (``aflow_layer``): ``yield request`` calls ``nxt`` (an exception from it is thrown in at the ``yield``),
-    ``yield Sleep(s)`` sleeps on :data:`middleware_kit.flow.asleep` (``flow.sleep`` in the sync twin). Inline, not a
-    separate driver, because a flow must cost no more than an async twin; and two closures, not one with a branch,
-    because this is the hot path of every model and tool call. What the hook returns goes through
-    ``normalize(value, depth, request)``; a failure goes through :func:`_layer_failed`.
-    """
-    tracks_commands = hook == "wrap_model_call"  # only model layers record ExtendedModelResponse commands
-    request_type = ModelRequest if tracks_commands else ToolCallRequest
-
-    async def alayer(request: Any) -> Any:
-        __tracebackhide__ = True
-        if tracks_commands and (call := _CALL.get()) is not None and call.commands:
-            _forget_commands(call, depth)
-        try:
-            return normalize(await fn(request, nxt), depth, request)  # type: ignore[misc]
-        except BaseException as exc:
-            _layer_failed(exc, depth)
-            raise
-
-    async def aflow_layer(request: Any) -> Any:
-        __tracebackhide__ = True
-        if tracks_commands and (call := _CALL.get()) is not None and call.commands:
-            _forget_commands(call, depth)
-        try:
-            flow = flow_fn(request)  # type: ignore[misc]
-            try:
-                command = flow.send(None)
-                while True:
-                    if isinstance(command, request_type):
-                        try:
-                            value = await nxt(command)
-                        except BaseException as exc:  # raised into the flow at its yield, as a handler call raises
-                            command = flow.throw(exc)
-                            continue
-                    elif isinstance(command, Sleep):
-                        value = await _flow.asleep(command.seconds)
-                    else:
-                        flow.close()
-                        raise HookReturnError.for_flow_yield(owner, hook, command, request_type.__name__)
-                    command = flow.send(value)
-            except StopIteration as stop:
-                result = stop.value
-            return normalize(result, depth, request)
-        except BaseException as exc:
-            _layer_failed(exc, depth)
-            raise
-
-    return alayer if flow_fn is None else aflow_layer
+    return Layer(
+        owner, hook, mode, partial(_body_build, body=body, run=run_sync), partial(_body_build, body=body, run=run_async)
+    )
 
 
 def _layer_failed(exc: BaseException, depth: int) -> None:
@@ -333,14 +267,91 @@ def _layer_failed(exc: BaseException, depth: int) -> None:
         _forget_commands(call, depth)
 
 
-_body_handler: Callable[..., SyncHandler] = sync_twin(
-    _abody_handler, {"_abody_handler": "_body_handler", "alayer": "layer", "run_async": "run_sync"}
-)
-_wrap_handler: Callable[..., SyncHandler] = sync_twin(
-    _awrap_handler,
-    {"_awrap_handler": "_wrap_handler", "alayer": "layer", "aflow_layer": "flow_layer", "asleep": "sleep"},
-)
-"""The sync twins of the two templates above (``sync_twin``: the same source, awaits dropped, names renamed)."""
+# The two drivers of a wrap layer, one per mode, around what is written once: the hook (a classic ``fn(request,
+# handler)`` or a flow run by the one engine driver, see ``_flow_invoke``), ``normalize`` and ``_layer_failed``. Plain
+# closures, not an engine body, because this is the hot path of every model and tool call (bench/README.md).
+def _wrap_build(nxt: SyncHandler, depth: int, *, invoke_of: InvokeOf, tracks: bool, normalize: Normalize) -> Any:
+    """The sync handler of a ``wrap_*_call`` layer: ``invoke_of(nxt)(request)`` calls the hook."""
+    invoke = invoke_of(nxt)
+
+    def layer(request: Any) -> Any:
+        __tracebackhide__ = True
+        if tracks and (call := _CALL.get()) is not None and call.commands:
+            _forget_commands(call, depth)  # a new call of this layer voids the commands of its last call
+        try:
+            return normalize(invoke(request), depth, request)
+        except BaseException as exc:
+            _layer_failed(exc, depth)
+            raise
+
+    return layer
+
+
+def _awrap_build(nxt: AsyncHandler, depth: int, *, invoke_of: InvokeOf, tracks: bool, normalize: Normalize) -> Any:
+    """:func:`_wrap_build` under ``ainvoke``: the hook's call is awaited."""
+    ainvoke = invoke_of(nxt)
+
+    async def alayer(request: Any) -> Any:
+        __tracebackhide__ = True
+        if tracks and (call := _CALL.get()) is not None and call.commands:
+            _forget_commands(call, depth)
+        try:
+            return normalize(await ainvoke(request), depth, request)
+        except BaseException as exc:
+            _layer_failed(exc, depth)
+            raise
+
+    return alayer
+
+
+def _hook_invoke(fn: Callable[..., Any]) -> InvokeOf:
+    """``invoke_of`` of a classic wrap hook: ``fn(request, next_handler)``."""
+
+    def invoke_of(nxt: Any) -> Callable[[Any], Any]:
+        def invoke(request: Any) -> Any:
+            __tracebackhide__ = True
+            return fn(request, nxt)
+
+        return invoke
+
+    return invoke_of
+
+
+def _flow_invoke(
+    flow_fn: Callable[[Any], Any], run: Callable[..., Any], call_of: Callable[[Any], Callable[[Any], Any]]
+) -> InvokeOf:
+    """``invoke_of`` of a flow hook: its generator run by the engine's driver for the mode (``run``), with
+    ``call_of(nxt)`` giving what its yields mean."""
+
+    def invoke_of(nxt: Any) -> Callable[[Any], Any]:
+        call = call_of(nxt)
+
+        def invoke(request: Any) -> Any:
+            __tracebackhide__ = True
+            return run(flow_fn(request), call)
+
+        return invoke
+
+    return invoke_of
+
+
+def _flow_call(owner: str, hook: str, request_type: type, sleep_of: Callable[[], Callable[[float], Any]]) -> Any:
+    """``call_of`` of a flow hook: a yielded request goes to the next handler, a ``Sleep`` to ``sleep_of()``
+    (:data:`middleware_kit.flow.sleep` or ``asleep``, looked up at each sleep so tests may patch them); anything else
+    closes the flow with a ``HookReturnError`` naming the middleware and the hook."""
+
+    def call_of(nxt: Any) -> Callable[[Any], Any]:
+        def call(command: Any) -> Any:
+            __tracebackhide__ = True
+            if isinstance(command, request_type):
+                return nxt(command)
+            if isinstance(command, Sleep):
+                return sleep_of()(command.seconds)
+            raise Abort(HookReturnError.for_flow_yield(owner, hook, command, request_type.__name__))
+
+        return call
+
+    return call_of
 
 
 def _wrap_layer(
@@ -348,28 +359,51 @@ def _wrap_layer(
     hook: str,
     sync_fn: Callable[..., Any] | None,
     async_fn: Callable[..., Any] | None,
-    normalize: Callable[[object, int, Any], Any],
+    normalize: Normalize,
     flow: bool,
 ) -> Layer[Any, Any]:
     """A ``wrap_*_call`` as a layer: classic (``fn(request, handler)``: ``sync_fn``, ``async_fn`` or both) or a flow
-    (``sync_fn`` is the generator function). An async-only hook under ``invoke`` is driven to completion on a loop;
-    a sync-only one never gets an async build (:func:`compose` runs it in a thread hop)."""
+    (``sync_fn`` is the generator function). An async-only hook under ``invoke`` is driven to completion on a loop
+    (:func:`middleware_kit.bridge.blocking_form`); a sync-only one never gets an async build (:func:`compose` runs it
+    in a thread hop)."""
+    tracks = hook == "wrap_model_call"  # only model layers record ExtendedModelResponse commands
+    sync_build = partial(_wrap_build, tracks=tracks, normalize=normalize)
+    async_build = partial(_awrap_build, tracks=tracks, normalize=normalize)
     if flow:
+        assert sync_fn is not None
+        request_type = ModelRequest if tracks else ToolCallRequest
+        sync_call = _flow_call(owner, hook, request_type, lambda: _flow.sleep)
+        async_call = _flow_call(owner, hook, request_type, lambda: _flow.asleep)
         return Layer(
             owner,
             hook,
             HookMode.FLOW,
-            partial(_wrap_handler, owner=owner, hook=hook, fn=None, flow_fn=sync_fn, normalize=normalize),
-            partial(_awrap_handler, owner=owner, hook=hook, fn=None, flow_fn=sync_fn, normalize=normalize),
+            partial(sync_build, invoke_of=_flow_invoke(sync_fn, run_sync, sync_call)),
+            partial(async_build, invoke_of=_flow_invoke(sync_fn, run_async, async_call)),
         )
-    fn = sync_fn if sync_fn is not None else _driven(async_fn)
-    sync_build = partial(_wrap_handler, owner=owner, hook=hook, fn=fn, flow_fn=None, normalize=normalize)
-    async_build = (
-        partial(_awrap_handler, owner=owner, hook=hook, fn=async_fn, flow_fn=None, normalize=normalize)
-        if async_fn is not None
-        else _no_async_build(owner)
+    if sync_fn is not None:
+        sync_invoke = _hook_invoke(sync_fn)
+    else:
+        assert async_fn is not None
+        sync_invoke = _hook_invoke(_driven(async_fn))
+    return Layer(
+        owner,
+        hook,
+        _mode(sync_fn, async_fn),
+        partial(sync_build, invoke_of=sync_invoke),
+        partial(async_build, invoke_of=_hook_invoke(async_fn)) if async_fn is not None else _no_async_build(owner),
     )
-    return Layer(owner, hook, _mode(sync_fn, async_fn), sync_build, async_build)
+
+
+def _driven(async_fn: Callable[..., Any]) -> Callable[[Any, SyncHandler], Any]:
+    """An async-only wrap hook in the sync chain: its handler made awaitable, the call driven on a loop."""
+    blocking = blocking_form(async_fn)
+
+    def driven(request: Any, nxt: SyncHandler) -> Any:
+        __tracebackhide__ = True
+        return blocking(request, _as_async(nxt))
+
+    return driven
 
 
 def _no_async_build(owner: str) -> Callable[[AsyncHandler, int], AsyncHandler]:
@@ -378,18 +412,6 @@ def _no_async_build(owner: str) -> Callable[[AsyncHandler, int], AsyncHandler]:
         raise RuntimeError(f"middleware_kit internal error: async build requested for sync-only layer {owner}")
 
     return build
-
-
-def _driven(async_fn: Callable[..., Any] | None) -> Callable[..., Any]:
-    """An async-only wrap hook for the sync chain: its handler made awaitable, the coroutine driven on a loop."""
-    assert async_fn is not None
-    afn = async_fn
-
-    def driven(request: Any, nxt: SyncHandler) -> Any:
-        __tracebackhide__ = True
-        return run_coroutine_sync(afn(request, _as_async(nxt)))
-
-    return driven
 
 
 def wrap_model_layer(
@@ -417,7 +439,7 @@ def model_request_layer(
     """A ``modify_model_request`` as a layer: it rewrites the request, then calls the next handler once."""
     hook = Step.twin(sync_fn, async_fn)
 
-    def body(request: ModelRequest[Any], nxt: Any, depth: int) -> Flow[Any]:
+    def body(request: ModelRequest[Any], nxt: Any, depth: int) -> Steps[Any]:
         __tracebackhide__ = True
         changed = yield hook.with_args(request, request.state)
         if not isinstance(changed, ModelRequest):
@@ -482,7 +504,7 @@ def tool_hooks_layer(
     before_hook = Step.twin(*before) if any(before) else None
     after_hook = Step.twin(*after) if any(after) else None
 
-    def body(request: ToolCallRequest, nxt: Any, depth: int) -> Flow[Any]:
+    def body(request: ToolCallRequest, nxt: Any, depth: int) -> Steps[Any]:
         __tracebackhide__ = True
         if before_hook is not None:
             changed = _before_result((yield before_hook.with_args(request)), owner)

@@ -1,40 +1,39 @@
-"""One body for sync and async engine code: a generator yields :class:`Step`s, a sync or an async driver runs them.
+"""One body for sync and async engine code: a generator body and one driver that runs it in either mode.
 
-This is httpx's ``auth_flow`` pattern. An engine path (a node run, a chain call, the model call) is written once as
-a generator; wherever it needs something that differs between ``invoke`` and ``ainvoke`` it yields
-``Step(sync_fn, async_fn, *args)``:
+This is httpx's ``auth_flow`` pattern. An engine path (a node run, a chain layer, the model call, a lease operation)
+is written once as a generator, the *body*. Wherever it needs something that differs between ``invoke`` and
+``ainvoke`` it yields; the driver does it in its mode and sends the result back (an exception is thrown in at the
+``yield``); the body's return value is the driver's.
 
-- :func:`run_sync` calls ``sync_fn(*args)``;
-- :func:`run_async` awaits ``async_fn(*args)``; with no ``async_fn`` it runs ``sync_fn`` in a worker thread (a
-  sync-only hook under ``ainvoke``), or directly when the step says ``blocking=False``.
+What a yielded value means is the mode's ``call`` (sync) or ``acall`` (async: it returns an awaitable):
 
-The step's result is sent back into the generator; an exception is thrown into it at the ``yield``; the
-generator's return value is the driver's. ``bind`` turns what a flow yields into a ``Step`` at run time (the lease
-flows of :mod:`middleware_kit.run_control.lease` yield operation names that a backend resolves).
+- by default the body yields a :class:`Step` ``(sync_fn, async_fn, *args)``: :func:`call_step` calls ``sync_fn``,
+  :func:`acall_step` awaits ``async_fn`` (with no ``async_fn``, ``sync_fn`` runs in a worker thread, or inline when the
+  step says ``blocking=False``);
+- a caller may give its own pair: a wrap layer maps each yielded request to the next handler and each ``Sleep`` to
+  a sleep (:mod:`middleware_kit.chain`), a lease flow maps each operation name to its backend's method.
 
-A generator round-trip costs about a microsecond, too much on the hottest path (a wrap layer runs on every model and
-tool call). There the code is written once as an ``async def`` and :func:`sync_twin` derives the sync function from
-the same source at import (httpcore's ``unasync``, done by an AST transform): one body, two compiled forms, no
-per-call cost.
+The driver itself is written once too (:func:`_drive`): :func:`run_sync` runs it to completion with one
+``send(None)`` (nothing is awaited in sync mode, so it never suspends), :func:`run_async` awaits it. No code is
+generated: every line that runs is a line of a ``.py`` file (sourceless installs, tracebacks, ``inspect``, coverage
+and mypy see it).
 """
 
 from __future__ import annotations
-import __future__
 
-import ast
-import inspect
-from collections.abc import Awaitable, Callable, Generator, Mapping
-from typing import TYPE_CHECKING, Any, TypeVar
+import types
+from collections.abc import Awaitable, Callable, Generator
+from typing import Any, TypeAlias, TypeVar, cast
 
-from middleware_kit.bridge import run_coroutine_sync, run_sync_in_thread
+from middleware_kit.bridge import blocking_form, run_sync_in_thread
 
-__all__ = ["Flow", "Step", "run_async", "run_sync", "sync_twin"]
+__all__ = ["Abort", "Step", "Steps", "acall_step", "call_step", "run_async", "run_sync"]
 
 T = TypeVar("T")
 
 
 class Step:
-    """One thing an engine flow needs done, in the driver's mode."""
+    """One thing an engine body needs done, in the driver's mode."""
 
     __slots__ = ("args", "async_fn", "blocking", "sync_fn")
 
@@ -54,137 +53,95 @@ class Step:
     @classmethod
     def twin(cls, sync_fn: Callable[..., Any] | None, async_fn: Callable[..., Any] | None) -> Step:
         """A template for calling a hook a middleware wrote as ``sync_fn``, ``async_fn`` or both (with
-        :meth:`with_args`): an async-only hook is driven on a loop under ``invoke``, a sync-only one runs in a
-        worker thread under ``ainvoke``."""
+        :meth:`with_args`): an async-only hook is driven on a loop under ``invoke``
+        (:func:`middleware_kit.bridge.blocking_form`), a sync-only one runs in a worker thread under ``ainvoke``."""
         if sync_fn is None:
             assert async_fn is not None
-            sync_fn = _driven(async_fn)
+            sync_fn = blocking_form(async_fn)
         return cls(sync_fn, async_fn)
 
     def with_args(self, *args: Any) -> Step:
         return Step(self.sync_fn, self.async_fn, *args, blocking=self.blocking)
 
 
-Flow = Generator[Step, Any, T]
+Steps: TypeAlias = Generator[Step, Any, T]
+"""An engine body that yields :class:`Step`\\ s and returns a ``T`` (not to be confused with a *flow hook*,
+:data:`middleware_kit.flow.ModelCallFlow`, which yields requests and ``Sleep``)."""
+
+Flow: TypeAlias = Generator[Step, Any, T]
+"""The former name of :data:`Steps`, kept only until the last importer is renamed; not exported."""
 
 
-def _driven(async_fn: Callable[..., Any]) -> Callable[..., Any]:
-    def driven(*args: Any) -> Any:
-        __tracebackhide__ = True
-        return run_coroutine_sync(async_fn(*args))
-
-    return driven
-
-
-class _Done:
-    __slots__ = ("value",)
-
-    def __init__(self, value: Any) -> None:
-        self.value = value
-
-
-def _resume(flow: Flow[Any], value: Any, error: BaseException | None) -> Any:
-    """Send the last step's result into ``flow`` (or throw its exception); its next step, or its return value."""
+def call_step(step: Step) -> Any:
+    """What a :class:`Step` means under ``invoke``: its ``sync_fn``."""
     __tracebackhide__ = True
-    try:
-        return flow.send(value) if error is None else flow.throw(error)
-    except StopIteration as stop:
-        return _Done(stop.value)
-
-
-async def run_async(flow: Generator[Any, Any, T], bind: Callable[[Any], Step] | None = None) -> T:
-    """Run an engine flow under ``ainvoke``: each step's ``async_fn`` (or ``sync_fn``, off the loop if blocking);
-    ``bind(yielded)`` makes the step, when given. :func:`run_sync` is this body with the awaits dropped and each
-    step's ``sync_fn`` called (always set, so its ``_without_async_fn`` branch is never taken)."""
-    __tracebackhide__ = True
-    value, error = None, None
-    while type(step := _resume(flow, value, error)) is not _Done:
-        try:
-            if bind is not None:
-                step = bind(step)
-            call = step.async_fn
-            value, error = await (call(*step.args) if call is not None else _without_async_fn(step)), None
-        except BaseException as exc:  # raised into the flow at its yield
-            value, error = None, exc
-    result: T = step.value
-    return result
-
-
-async def _without_async_fn(step: Step) -> Any:
-    __tracebackhide__ = True
-    if step.blocking:
-        return await run_sync_in_thread(step.sync_fn, *step.args)
     return step.sync_fn(*step.args)
 
 
-class _Unasync(ast.NodeTransformer):
-    """``async def`` -> ``def``, ``await x`` -> ``x``, ``async for``/``with`` -> ``for``/``with``; names (of variables,
-    attributes and functions) renamed."""
-
-    def __init__(self, rename: Mapping[str, str]) -> None:
-        self.rename = rename
-
-    def visit_AsyncFunctionDef(self, node: ast.AsyncFunctionDef) -> ast.AST:
-        self.generic_visit(node)
-        fields = {name: getattr(node, name) for name in node._fields}
-        fields["name"] = self.rename.get(node.name, node.name)
-        return ast.copy_location(ast.FunctionDef(**fields), node)
-
-    def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.AST:
-        self.generic_visit(node)
-        node.name = self.rename.get(node.name, node.name)
-        return node
-
-    def visit_AsyncFor(self, node: ast.AsyncFor) -> ast.AST:
-        self.generic_visit(node)
-        return ast.copy_location(ast.For(**{name: getattr(node, name) for name in node._fields}), node)
-
-    def visit_AsyncWith(self, node: ast.AsyncWith) -> ast.AST:
-        self.generic_visit(node)
-        return ast.copy_location(ast.With(**{name: getattr(node, name) for name in node._fields}), node)
-
-    def visit_Await(self, node: ast.Await) -> ast.AST:
-        inner: ast.AST = self.visit(node.value)
-        return inner
-
-    def visit_Name(self, node: ast.Name) -> ast.AST:
-        node.id = self.rename.get(node.id, node.id)
-        return node
-
-    def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
-        self.generic_visit(node)
-        node.attr = self.rename.get(node.attr, node.attr)
-        return node
+def acall_step(step: Step) -> Awaitable[Any]:
+    """What a :class:`Step` means under ``ainvoke``: its ``async_fn``, or its ``sync_fn`` off the loop (or inline,
+    when not ``blocking``)."""
+    __tracebackhide__ = True
+    if step.async_fn is not None:
+        return step.async_fn(*step.args)
+    if step.blocking:
+        return run_sync_in_thread(step.sync_fn, *step.args)
+    return _ready(step.sync_fn(*step.args))
 
 
-def sync_twin(template: Callable[..., Any], rename: Mapping[str, str] | None = None) -> Callable[..., Any]:
-    """The sync form of ``template``, a module-level function written for ``ainvoke``: the same source with every
-    ``await`` dropped, every ``async def``/``async for``/``async with`` made sync and the names in ``rename``
-    replaced (``{"asleep": "sleep"}``), compiled once, in the template's module, with its file and line numbers (a
-    traceback points at the one body). ``template`` may be a coroutine function or a factory of closures."""
+async def _ready(value: T) -> T:
+    return value
+
+
+@types.coroutine
+def _drive(body: Generator[Any, Any, T], call: Callable[[Any], Any], awaiting: bool) -> Generator[Any, Any, T]:
+    """The one driver: each value ``body`` yields goes through ``call``; with ``awaiting`` (the async mode) what
+    ``call`` returns is awaited. The result is sent back into ``body``, an exception thrown in at its ``yield``.
+    A generator-based coroutine (``types.coroutine``), so ``run_async`` can await it; in sync mode it never yields.
+    """
+    __tracebackhide__ = True
+    send, throw = body.send, body.throw
+    resume, value = send, None
+    while True:
+        try:
+            yielded = resume(value)
+        except StopIteration as stop:
+            result: T = stop.value
+            return result
+        try:
+            value = call(yielded)
+            if awaiting:
+                value = yield from value
+            resume = send
+        except Abort as abort:  # the call refuses what the body yielded: the body is closed, not asked to handle it
+            body.close()
+            raise abort.error from None
+        except BaseException as exc:  # raised into the body at its yield, as the call raised it
+            resume, value = throw, exc
+
+
+class Abort(Exception):
+    """Raised by a ``call``/``acall``: close the body and raise ``error`` (instead of throwing it into the body)."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(error)
+        self.error = error
+
+
+def run_sync(body: Generator[Any, Any, T], call: Callable[[Any], Any] = call_step) -> T:
+    """Run an engine body under ``invoke``: what it yields goes through ``call`` (default: a :class:`Step`'s
+    ``sync_fn``)."""
+    __tracebackhide__ = True
     try:
-        source = inspect.getsource(template)
-    except OSError as exc:  # installed without its .py files (a zipapp of .pyc only)
-        name = template.__qualname__
-        raise ImportError(f"middleware_kit needs its .py source files to build the sync twin of {name}") from exc
-    tree = ast.parse(source)
-    definition = tree.body[0]
-    assert isinstance(definition, (ast.FunctionDef, ast.AsyncFunctionDef)), template
-    definition.decorator_list = []
-    tree = ast.fix_missing_locations(_Unasync(rename or {}).visit(tree))
-    ast.increment_lineno(tree, inspect.getsourcelines(template)[1] - 1)
-    filename = inspect.getsourcefile(template) or "<sync_twin>"
-    code = compile(tree, filename, "exec", flags=__future__.annotations.compiler_flag, dont_inherit=True)
-    namespace: dict[str, Any] = {}
-    exec(code, template.__globals__, namespace)
-    twin: Callable[..., Any] = namespace[(rename or {}).get(definition.name, definition.name)]
-    return twin
+        cast("Generator[Any, Any, T]", _drive(body, call, False)).send(None)  # a string: no typing work per call
+    except StopIteration as stop:
+        result: T = stop.value
+        return result
+    raise AssertionError("middleware_kit internal error: the sync driver suspended")  # pragma: no cover
 
 
-if TYPE_CHECKING:
-
-    def run_sync(flow: Generator[Any, Any, T], bind: Callable[[Any], Step] | None = None) -> T:
-        """Run an engine flow under ``invoke``: each step's ``sync_fn`` (``bind(yielded)`` first, when given)."""
-
-else:
-    run_sync = sync_twin(run_async, {"run_async": "run_sync", "async_fn": "sync_fn"})
+async def run_async(body: Generator[Any, Any, T], acall: Callable[[Any], Awaitable[Any]] = acall_step) -> T:
+    """Run an engine body under ``ainvoke``: what it yields goes through ``acall`` and is awaited (default: a
+    :class:`Step`'s ``async_fn``)."""
+    __tracebackhide__ = True
+    return await _drive(body, acall, True)

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Sequence
 from contextvars import ContextVar
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langchain_core.runnables.config import var_child_runnable_config
@@ -25,7 +25,7 @@ from langgraph.runtime import Runtime
 
 from middleware_kit._compat import tool_node_one_call, with_private
 from middleware_kit.chain import Layer, _note_bubble, call_flow, compose
-from middleware_kit.drive import Flow, Step, run_async, run_sync, sync_twin
+from middleware_kit.drive import Step, Steps, run_async, run_sync
 from middleware_kit.events import RunLifecycle, run_lifecycle
 from middleware_kit.guards import Guards
 from middleware_kit.trace_policy import config_callbacks_active
@@ -79,16 +79,16 @@ def _config_of(request: Any) -> Any:
     return getattr(request.runtime, "config", None)
 
 
-async def _acounted(request: LangGraphToolCallRequest, execute: Callable[..., Any]) -> Any:
-    """The tool call without a chain: ``execute``, timed when the run asked for lifecycle events. Written once: the
-    sync form, :func:`_counted`, is derived from it (:func:`middleware_kit.drive.sync_twin`)."""
+def _counting(request: LangGraphToolCallRequest, execute: Callable[..., Any]) -> Steps[Any]:
+    """The tool call without a chain: ``execute``, timed when the run asked for lifecycle events. One body, run by
+    :func:`_counted` under ``invoke`` and :func:`_acounted` under ``ainvoke``."""
     __tracebackhide__ = True
     life = run_lifecycle(request.runtime, _config_of(request))
     if life is None:
-        return await execute(request)
+        return (yield Step(execute, execute, request))
     started = time.perf_counter()
     try:
-        result = await execute(request)
+        result = yield Step(execute, execute, request)
     except BaseException as exc:
         life.count_tool_call(time.perf_counter() - started)
         _escaped(life, exc, request.runtime)
@@ -97,13 +97,14 @@ async def _acounted(request: LangGraphToolCallRequest, execute: Callable[..., An
     return result
 
 
-if TYPE_CHECKING:
+def _counted(request: LangGraphToolCallRequest, execute: Callable[..., Any]) -> Any:
+    __tracebackhide__ = True
+    return run_sync(_counting(request, execute))
 
-    def _counted(request: LangGraphToolCallRequest, execute: Callable[..., Any]) -> Any:
-        """The sync form of :func:`_acounted`."""
 
-else:
-    _counted = sync_twin(_acounted, {"_acounted": "_counted"})
+async def _acounted(request: LangGraphToolCallRequest, execute: Callable[..., Any]) -> Any:
+    __tracebackhide__ = True
+    return await run_async(_counting(request, execute))
 
 
 def _escaped(life: RunLifecycle, exc: BaseException, runtime: Any) -> None:
@@ -117,7 +118,7 @@ def _escaped(life: RunLifecycle, exc: BaseException, runtime: Any) -> None:
 
 def _tool_call(
     request: LangGraphToolCallRequest, execute: Callable[..., Any], chain: Any, achain: Any, traced_config: Any
-) -> Flow[Any]:
+) -> Steps[Any]:
     """One call through the chain. ``traced_config`` (traced runs): the call's config, made current so the
     outermost hook run hangs off the ``tools`` task's run."""
     __tracebackhide__ = True
@@ -137,7 +138,7 @@ def _tool_call(
     return result
 
 
-def _base_flow(request: ToolCallRequest, traced: bool = False) -> Flow[Any]:
+def _base_flow(request: ToolCallRequest, traced: bool = False) -> Steps[Any]:
     """The base of the tool chain: ``ToolNode``'s execute (argument validation, injection, error handling).
 
     ``traced``: the tool's run must nest under the innermost hook run. ``ToolNode`` runs the tool with the call's

@@ -34,6 +34,7 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Annotated, Any, Literal, NotRequired, TypedDict, cast
 
 from langchain_core.language_models import BaseChatModel
@@ -44,6 +45,7 @@ from pydantic import PlainValidator, ValidationError
 
 from middleware_kit._compat import mark_invalid_resume
 from middleware_kit.decorators import hook_config
+from middleware_kit.drive import Step, Steps, run_async, run_sync
 from middleware_kit.errors import MiddlewareConfigError, MiddlewareError
 from middleware_kit.flow import ModelCallFlow, ModelCallFlowHooks
 from middleware_kit.middleware import AgentMiddleware
@@ -601,25 +603,24 @@ class BudgetMiddleware(ModelCallFlowHooks, FrozenConfig, AgentMiddleware[BudgetS
                 total = _add(total, item.value)
         return total
 
-    def _tenant_total_sync(self, runtime: Any, tenant: str, ledger: str | None) -> Usage:
+    def _tenant_total(self, runtime: Any, tenant: str, ledger: str | None) -> Steps[Usage]:
+        """The tenant's usage in the store, every thread but this one (one body: ``search``/``asearch``)."""
         store, offset = self._store(runtime), 0
+        namespace = self._namespace(tenant)
         items: list[Any] = []
         while True:
-            page = store.search(self._namespace(tenant), limit=1000, offset=offset)
-            items.extend(i for i in page if tuple(i.namespace) == self._namespace(tenant))
+            page = yield Step(partial(store.search, limit=1000, offset=offset),
+                              partial(store.asearch, limit=1000, offset=offset), namespace)
+            items.extend(i for i in page if tuple(i.namespace) == namespace)
             if len(page) < 1000:
                 return self._sum_items(items, ledger)
             offset += len(page)
 
-    async def _tenant_total_async(self, runtime: Any, tenant: str, ledger: str | None) -> Usage:
-        store, offset = self._store(runtime), 0
-        items: list[Any] = []
-        while True:
-            page = await store.asearch(self._namespace(tenant), limit=1000, offset=offset)
-            items.extend(i for i in page if tuple(i.namespace) == self._namespace(tenant))
-            if len(page) < 1000:
-                return self._sum_items(items, ledger)
-            offset += len(page)
+    def _put_tenant(self, runtime: Any, put: tuple[tuple[str, ...], str, Usage] | None) -> Steps[None]:
+        """Write this thread's tenant item, when a hook owes it (``put``/``aput``)."""
+        if put is not None:
+            store = self._store(runtime)
+            yield Step(store.put, store.aput, put[0], put[1], dict(put[2]))
 
     # -- accounting ------------------------------------------------------------------------------------------
     def _needs_price(self, tenant: str | None) -> bool:
@@ -773,24 +774,13 @@ class BudgetMiddleware(ModelCallFlowHooks, FrozenConfig, AgentMiddleware[BudgetS
         book = update["budget"]
         return self._tenant_put(tenant, book) if book["tenant"].get(tenant) != before else None
 
-    def _node_sync(self, state: Mapping[str, Any], runtime: Any, ask: bool) -> dict[str, Any] | None:
+    def _node(self, state: Mapping[str, Any], runtime: Any, ask: bool) -> Steps[dict[str, Any] | None]:
+        """``before_model`` (with ``ask``: the check-in variant), one body for both modes."""
         tenant = self._tenant_of(runtime)
         ledger = self._book(state).get("ledger")
-        total = self._tenant_total_sync(runtime, tenant, ledger) if tenant is not None else None
+        total = (yield from self._tenant_total(runtime, tenant, ledger)) if tenant is not None else None
         update = self._check(state, runtime, total, tenant, ask)
-        put = self._changed_tenant(state, update, tenant)
-        if put is not None:
-            self._store(runtime).put(put[0], put[1], dict(put[2]))
-        return update
-
-    async def _node_async(self, state: Mapping[str, Any], runtime: Any, ask: bool) -> dict[str, Any] | None:
-        tenant = self._tenant_of(runtime)
-        ledger = self._book(state).get("ledger")
-        total = await self._tenant_total_async(runtime, tenant, ledger) if tenant is not None else None
-        update = self._check(state, runtime, total, tenant, ask)
-        put = self._changed_tenant(state, update, tenant)
-        if put is not None:
-            await self._store(runtime).aput(put[0], put[1], dict(put[2]))
+        yield from self._put_tenant(runtime, self._changed_tenant(state, update, tenant))
         return update
 
     def _ask(self, verdict: _Verdict, runtime: Any) -> bool:
@@ -832,64 +822,54 @@ class BudgetMiddleware(ModelCallFlowHooks, FrozenConfig, AgentMiddleware[BudgetS
 
     @hook_config(can_jump_to=["end"])
     def before_model(self, state: BudgetState, runtime: Any) -> dict[str, Any] | None:
-        return self._node_sync(state, runtime, ask=False)
+        return run_sync(self._node(state, runtime, ask=False))
 
     @hook_config(can_jump_to=["end"])
     async def abefore_model(self, state: BudgetState, runtime: Any) -> dict[str, Any] | None:
-        return await self._node_async(state, runtime, ask=False)
+        return await run_async(self._node(state, runtime, ask=False))
 
     @hook_config(can_jump_to=["end"], may_interrupt=True)
     def _before_model_check_in(self, state: BudgetState, runtime: Any) -> dict[str, Any] | None:
-        return self._node_sync(state, runtime, ask=True)
+        return run_sync(self._node(state, runtime, ask=True))
 
     @hook_config(can_jump_to=["end"], may_interrupt=True)
     async def _abefore_model_check_in(self, state: BudgetState, runtime: Any) -> dict[str, Any] | None:
-        return await self._node_async(state, runtime, ask=True)
+        return await run_async(self._node(state, runtime, ask=True))
 
-    def _after(self, state: Mapping[str, Any], runtime: Any, hook: str) -> tuple[dict[str, Any] | None, Any]:
-        """The update of ``after_model``/``after_agent`` and the tenant item they owe the store (None: none)."""
+    def _after(self, state: Mapping[str, Any], runtime: Any, hook: str) -> Steps[dict[str, Any] | None]:
+        """``after_model``/``after_agent``, one body for both modes: fold in the charges, write the tenant item."""
         book = self._book(state)
         tenant = self._tenant_of(runtime)
         drained = self._drain(runtime, book, tenant, hook)
         put = self._tenant_put(tenant, book)
+        update = {"budget": book} if drained else None
         if hook == "after_model":
             verdict = self._verdict(book, tenant)
             messages = state.get("messages") or []
             last = messages[-1] if messages else None
             if verdict.scope is not None and verdict.ratio >= 1 and isinstance(last, AIMessage) and last.tool_calls:
-                return self._end(state, verdict, runtime, book, "after_model"), put
-        return ({"budget": book} if drained else None), put
+                update = self._end(state, verdict, runtime, book, "after_model")
+        yield from self._put_tenant(runtime, put)
+        return update
 
     @hook_config(can_jump_to=["end"])
     def after_model(self, state: BudgetState, runtime: Any) -> dict[str, Any] | None:
         """Writes this thread's tenant usage to the store (after the model call, in the same step, so a failed step
         writes nothing). If the answer took the budget over and asks for tools, ends the run now, closing its calls
         unrun: their results would only feed a model call the budget refuses."""
-        update, put = self._after(state, runtime, "after_model")
-        if put is not None:
-            self._store(runtime).put(put[0], put[1], dict(put[2]))
-        return update
+        return run_sync(self._after(state, runtime, "after_model"))
 
     @hook_config(can_jump_to=["end"])
     async def aafter_model(self, state: BudgetState, runtime: Any) -> dict[str, Any] | None:
-        update, put = self._after(state, runtime, "after_model")
-        if put is not None:
-            await self._store(runtime).aput(put[0], put[1], dict(put[2]))
-        return update
+        return await run_async(self._after(state, runtime, "after_model"))
 
     def after_agent(self, state: BudgetState, runtime: Any) -> dict[str, Any] | None:
         """Folds in late charges and writes the tenant item once more (an ``after_model`` skipped by another
         middleware's jump would otherwise leave it behind)."""
-        update, put = self._after(state, runtime, "after_agent")
-        if put is not None:
-            self._store(runtime).put(put[0], put[1], dict(put[2]))
-        return update
+        return run_sync(self._after(state, runtime, "after_agent"))
 
     async def aafter_agent(self, state: BudgetState, runtime: Any) -> dict[str, Any] | None:
-        update, put = self._after(state, runtime, "after_agent")
-        if put is not None:
-            await self._store(runtime).aput(put[0], put[1], dict(put[2]))
-        return update
+        return await run_async(self._after(state, runtime, "after_agent"))
 
     # -- the model call --------------------------------------------------------------------------------------
     def _prepare(self, request: ModelRequest[Any]) -> ModelRequest[Any]:

@@ -37,7 +37,8 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langgraph.constants import TAG_NOSTREAM
 
-from middleware_kit.bridge import ElasticPool
+from middleware_kit.bridge import ElasticPool, run_coroutine_sync
+from middleware_kit.drive import Step, Steps, run_async, run_sync
 from middleware_kit.errors import MiddlewareConfigError, MiddlewareError
 from middleware_kit.hooks import AsyncModelHandler, ModelHandler
 from middleware_kit.middleware import AgentMiddleware
@@ -263,21 +264,29 @@ class GuardrailsMiddleware(FrozenConfig, AgentMiddleware):
         return {"run_name": f"{self.name}.{guard.name}", "tags": [GUARD_TAG]}
 
     def _run_sync(self, guard: _Guard, request: ModelRequest[Any], answer: AIMessage | None) -> GuardVerdict:
-        started = time.perf_counter()
+        return run_sync(self._running(guard, request, answer))
 
+    async def _run_async(self, guard: _Guard, request: ModelRequest[Any], answer: AIMessage | None) -> GuardVerdict:
+        return await run_async(self._running(guard, request, answer))
+
+    def _running(self, guard: _Guard, request: ModelRequest[Any], answer: AIMessage | None) -> Steps[GuardVerdict]:
+        """One guard, timed and reported (one body): its call is a traced run named after the guard."""
+        started = time.perf_counter()
+        value = yield Step(self._call_guard, self._acall_guard, guard, request, answer)
+        verdict = _as_verdict(value, guard, self.name)
+        self._report(request, verdict, time.perf_counter() - started)
+        return verdict
+
+    def _call_guard(self, guard: _Guard, request: ModelRequest[Any], answer: AIMessage | None) -> Any:
         def call(_: Any) -> Any:
             if isinstance(guard.fn, ModelGuard):
                 return guard.fn.check(request, self.name)
             value = guard.fn(request) if answer is None else guard.fn(request, answer)
-            return asyncio.run(_await(value)) if inspect.isawaitable(value) else value
+            return run_coroutine_sync(_await(value)) if inspect.isawaitable(value) else value
 
-        verdict = _as_verdict(RunnableLambda(call).invoke(None, self._span(guard)), guard, self.name)
-        self._report(request, verdict, time.perf_counter() - started)
-        return verdict
+        return RunnableLambda(call).invoke(None, self._span(guard))
 
-    async def _run_async(self, guard: _Guard, request: ModelRequest[Any], answer: AIMessage | None) -> GuardVerdict:
-        started = time.perf_counter()
-
+    async def _acall_guard(self, guard: _Guard, request: ModelRequest[Any], answer: AIMessage | None) -> Any:
         async def call(_: Any) -> Any:
             if isinstance(guard.fn, ModelGuard):
                 return await guard.fn.acheck(request, self.name)
@@ -288,10 +297,7 @@ class GuardrailsMiddleware(FrozenConfig, AgentMiddleware):
                 return await asyncio.wrap_future(future)
             return await (guard.fn(request) if answer is None else guard.fn(request, answer))
 
-        value = await RunnableLambda(_no_sync, afunc=call).ainvoke(None, self._span(guard))
-        verdict = _as_verdict(value, guard, self.name)
-        self._report(request, verdict, time.perf_counter() - started)
-        return verdict
+        return await RunnableLambda(_no_sync, afunc=call).ainvoke(None, self._span(guard))
 
     def _report(self, request: ModelRequest[Any], verdict: GuardVerdict, seconds: float) -> None:
         emit(request.runtime, {"event": "guard_verdict", "middleware": self.name, "guard": verdict.guard,
@@ -327,7 +333,7 @@ class GuardrailsMiddleware(FrozenConfig, AgentMiddleware):
 
     # -- sync driver: guards and the model call in threads ---------------------------------------------------
     def _parallel_sync(self, guards: Sequence[_Guard], request: ModelRequest[Any], answer: AIMessage | None,
-                       model: Callable[[], ModelResponse[Any]] | None) -> tuple[GuardVerdict | None, Any]:
+                       model: Callable[[], ModelResponse[Any]] | None) -> tuple[GuardVerdict | None, Any, str]:
         """Run ``guards`` (and ``model``) in threads; the first trip returns at once (the rest is discarded)."""
         ctx = contextvars.copy_context
         pending: dict[Future[Any], _Guard | None] = {}
@@ -347,28 +353,42 @@ class GuardrailsMiddleware(FrozenConfig, AgentMiddleware):
                 owner = pending.pop(future)
                 if owner is None:
                     if future.exception() is not None:  # the model failed: no answer to guard
-                        return None, future.result()
+                        return None, future.result(), ""
                     continue
                 verdict: GuardVerdict = future.result()
                 if verdict.tripped:
-                    return verdict, None
-        return None, (model_future.result() if model_future is not None else None)
+                    return verdict, None, "discarded"
+        return None, (model_future.result() if model_future is not None else None), ""
 
+    # -- the model call: one body, _guarded, run by the sync and the async driver ----------------------------
     def wrap_model_call(self, request: ModelRequest[Any], handler: ModelHandler) -> ModelResponse[Any]:
+        return run_sync(self._guarded(request, handler))
+
+    async def awrap_model_call(self, request: ModelRequest[Any], handler: AsyncModelHandler) -> ModelResponse[Any]:
+        return await run_async(self._guarded(request, handler))
+
+    def _guards(self, guards: Sequence[_Guard], request: ModelRequest[Any], answer: AIMessage | None,
+                model: Callable[[], Any] | None) -> Step:
+        """Run ``guards`` (with ``model``, the handler's call, alongside): threads under ``invoke``, tasks under
+        ``ainvoke``. The step's value: ``(first trip or None, the model's response, what became of the model call
+        when a guard tripped)``."""
+        return Step(self._parallel_sync, self._parallel_async, guards, request, answer, model)
+
+    def _guarded(self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Any]) -> Steps[Any]:
         if self._inputs and not self.parallel:
-            verdict, _ = self._parallel_sync(self._inputs, request, None, None)
+            verdict, _, _ = yield self._guards(self._inputs, request, None, None)
             if verdict is not None:
                 return self._tripped(request, verdict, "not_called")
-            response = handler(request)
+            response = yield Step(handler, handler, request)
         elif self._inputs:
-            verdict, response = self._parallel_sync(self._inputs, request, None, lambda: handler(request))
+            verdict, response, fate = yield self._guards(self._inputs, request, None, lambda: handler(request))
             if verdict is not None:
-                return self._tripped(request, verdict, "discarded")
+                return self._tripped(request, verdict, fate)
         else:
-            response = handler(request)
+            response = yield Step(handler, handler, request)
         answer = self._answer(response)
         if self._outputs and answer is not None:
-            verdict, _ = self._parallel_sync(self._outputs, request, answer, None)
+            verdict, _, _ = yield self._guards(self._outputs, request, answer, None)
             if verdict is not None:
                 self._charge_answer(request, answer)
                 return self._tripped(request, verdict, "answered")
@@ -378,7 +398,7 @@ class GuardrailsMiddleware(FrozenConfig, AgentMiddleware):
     async def _parallel_async(
         self, guards: Sequence[_Guard], request: ModelRequest[Any], answer: AIMessage | None,
         model: Callable[[], Awaitable[ModelResponse[Any]]] | None,
-    ) -> tuple[GuardVerdict | None, Any]:
+    ) -> tuple[GuardVerdict | None, Any, str]:
         tasks: dict[asyncio.Task[Any], _Guard | None] = {
             asyncio.ensure_future(self._run_async(g, request, answer)): g for g in guards
         }
@@ -393,38 +413,18 @@ class GuardrailsMiddleware(FrozenConfig, AgentMiddleware):
                     owner = tasks.pop(task)
                     if owner is None:
                         if task.exception() is not None:
-                            return None, task.result()
+                            return None, task.result(), ""
                         continue
                     verdict: GuardVerdict = task.result()
                     if verdict.tripped:
-                        return verdict, None
-            return None, (await model_task if model_task is not None else None)
+                        return verdict, None, "cancelled"
+            return None, (await model_task if model_task is not None else None), ""
         finally:
             leftovers = [t for t in tasks if not t.done()]
             for task in leftovers:
                 task.cancel()
             if leftovers:  # wait for the cancellations, so nothing runs on after the hook returned
                 await asyncio.gather(*leftovers, return_exceptions=True)
-
-    async def awrap_model_call(self, request: ModelRequest[Any], handler: AsyncModelHandler) -> ModelResponse[Any]:
-        if self._inputs and not self.parallel:
-            verdict, _ = await self._parallel_async(self._inputs, request, None, None)
-            if verdict is not None:
-                return self._tripped(request, verdict, "not_called")
-            response = await handler(request)
-        elif self._inputs:
-            verdict, response = await self._parallel_async(self._inputs, request, None, lambda: handler(request))
-            if verdict is not None:
-                return self._tripped(request, verdict, "cancelled")
-        else:
-            response = await handler(request)
-        answer = self._answer(response)
-        if self._outputs and answer is not None:
-            verdict, _ = await self._parallel_async(self._outputs, request, answer, None)
-            if verdict is not None:
-                self._charge_answer(request, answer)
-                return self._tripped(request, verdict, "answered")
-        return response
 
 
 async def _await(value: Awaitable[Any]) -> Any:

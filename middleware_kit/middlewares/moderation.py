@@ -29,6 +29,7 @@ from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMes
 from langgraph.runtime import Runtime
 
 from middleware_kit.decorators import hook_config
+from middleware_kit.drive import Step, Steps, run_async, run_sync
 from middleware_kit.errors import MiddlewareConfigError, MiddlewareError
 from middleware_kit.middleware import AgentMiddleware
 from middleware_kit.middlewares._frozen import FrozenConfig
@@ -304,32 +305,31 @@ class ModerationMiddleware(FrozenConfig, AgentMiddleware):
         acheck = getattr(checker, "acheck", None)
         self._acheck = acheck if acheck is not None and inspect.iscoroutinefunction(acheck) else None
 
-    # -- hooks: the sync and async twins share _targets and _outcome; only the checker call differs --------------
+    # -- hooks: one body, _moderating, run by the sync and the async driver -------------------------------------
     @hook_config(can_jump_to=["end"])
     def before_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
-        targets = self._targets(state, before=True)
-        return self._outcome(targets, [self.checker.check(t) for _, _, t, _ in targets], runtime, "before_model")
+        return run_sync(self._moderating(state, runtime, "before_model"))
 
     @hook_config(can_jump_to=["end"])
     async def abefore_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
-        targets = self._targets(state, before=True)
-        return self._outcome(targets, [await self._acheck_text(t) for _, _, t, _ in targets], runtime, "before_model")
+        return await run_async(self._moderating(state, runtime, "before_model"))
 
     @hook_config(can_jump_to=["end"])
     def after_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
-        targets = self._targets(state, before=False)
-        return self._outcome(targets, [self.checker.check(t) for _, _, t, _ in targets], runtime, "after_model")
+        return run_sync(self._moderating(state, runtime, "after_model"))
 
     @hook_config(can_jump_to=["end"])
     async def aafter_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
-        targets = self._targets(state, before=False)
-        return self._outcome(targets, [await self._acheck_text(t) for _, _, t, _ in targets], runtime, "after_model")
+        return await run_async(self._moderating(state, runtime, "after_model"))
 
-    async def _acheck_text(self, text: str) -> ModerationResult:
-        if self._acheck is not None:
-            result: ModerationResult = await self._acheck(text)
-            return result
-        return self.checker.check(text)
+    def _moderating(self, state: AgentState[Any], runtime: Any, hook: str) -> Steps[dict[str, Any] | None]:
+        """Check each target text (the checker's ``acheck`` under ``ainvoke`` when it has one, else its ``check``,
+        inline as under ``invoke``), then act on the first violation."""
+        targets = self._targets(state, before=hook == "before_model")
+        results: list[ModerationResult] = []
+        for _, _, text, _ in targets:
+            results.append((yield Step(self.checker.check, self._acheck, text, blocking=False)))
+        return self._outcome(targets, results, runtime, hook)
 
     def _targets(self, state: AgentState[Any], *, before: bool) -> list[tuple[int, BaseMessage, str, Stage]]:
         """``(index, message, text, stage)`` of the messages this hook checks (non-empty texts only)."""

@@ -43,7 +43,7 @@ from middleware_kit.run_control.errors import (
     RunDeadlineExceededError,
     UnknownInterruptError,
 )
-from middleware_kit.run_control.lease import Call, LeaseBackend, Step, acquire_flow, adrive, backend_for, drive
+from middleware_kit.run_control.lease import Call, LeaseBackend, LeaseStep, acquire_flow, adrive, backend_for, drive
 
 __all__ = ["ControlledAgent", "acancel_run", "cancel_run", "with_run_control"]
 
@@ -104,7 +104,7 @@ class _Target:
         return _pending_ids(await self.saver.aget_tuple(self.config))
 
 
-def admit_flow(input: Any, handle: RunHandle) -> Generator[Step, Any, bool]:
+def admit_flow(input: Any, handle: RunHandle) -> Generator[LeaseStep, Any, bool]:
     """Decide, under the lease, whether ``input`` may run (see the module doc, step 3); False: it was queued."""
     control, thread_id = handle.control, handle.thread_id
     is_resume = isinstance(input, Command) and input.resume is not None
@@ -235,7 +235,7 @@ class ControlledAgent(CompiledStateGraph[Any, Any, Any, Any]):
         run_id = str((config or {}).get("run_id") or uuid.uuid4())
         return backend, RunHandle(str(thread_id), run_id, self.run_control, backend)
 
-    def _lease(self, handle: RunHandle) -> Generator[Step, Any, None]:
+    def _lease(self, handle: RunHandle) -> Generator[LeaseStep, Any, None]:
         control = self.run_control
         return acquire_flow(handle.thread_id, handle.run_id, OWNER, ttl=control.ttl,
                             wait=control.on_conflict == "wait", wait_timeout=control.wait_timeout,

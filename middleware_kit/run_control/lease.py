@@ -31,9 +31,11 @@ import weakref
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from functools import partial
+from typing import Any, TypeVar, cast
 
 from middleware_kit import drive as drive_steps
+from middleware_kit.flow import Sleep
 from middleware_kit.run_control.errors import RunControlConfigError, ThreadBusyError
 
 __all__ = [
@@ -49,6 +51,8 @@ __all__ = [
     "drive",
     "adrive",
 ]
+
+R = TypeVar("R")
 
 LEASES = "middleware_kit_run_leases"
 WAITERS = "middleware_kit_run_waiters"
@@ -74,14 +78,9 @@ class Call:
     args: tuple[Any, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class Sleep:
-    """A step of a flow: sleep ``seconds`` (``time.sleep`` or ``asyncio.sleep``)."""
-
-    seconds: float
-
-
-Step = Call | Sleep
+LeaseStep = Call | Sleep
+"""What a lease flow yields: a backend operation, or a :class:`~middleware_kit.flow.Sleep` (``time.sleep`` under the
+sync driver, ``asyncio.sleep`` under the async one)."""
 
 
 class LeaseBackend:
@@ -184,7 +183,7 @@ def acquire_flow(
     wait: bool,
     wait_timeout: float | None,
     poll: float,
-) -> Generator[Step, Any, None]:
+) -> Generator[LeaseStep, Any, None]:
     """Take the lease of ``thread_id`` for ``run_id``: at once or :class:`ThreadBusyError` (``wait=False``), or in
     ticket order, giving up after ``wait_timeout`` seconds (None: wait forever)."""
     holder: Holder | None = yield Call("try_acquire", (thread_id, run_id, owner, ttl, None))
@@ -210,31 +209,28 @@ def acquire_flow(
         yield Call("dequeue", (thread_id, ticket))
 
 
-def _binder(backend: Any) -> Callable[[Call | Sleep], drive_steps.Step]:
-    """How a lease flow's steps run on ``backend``: a :class:`Call` is its operation (``a`` + name under the async
-    driver), a :class:`Sleep` ``time.sleep``/``asyncio.sleep``. Resolved when the step runs, so a backend needs only
-    the form of the mode it is driven in."""
+def _caller(backend: Any, prefix: str, sleep: Callable[[float], Any]) -> Callable[[Call | Sleep], Any]:
+    """What a lease flow's yields mean on ``backend`` in one mode: a :class:`Call` is its operation (``prefix`` + name:
+    ``""`` under the sync driver, ``"a"`` under the async one), a :class:`Sleep` is ``sleep``. Resolved when the step
+    runs, so a backend needs only the form of the mode it is driven in."""
 
-    def bind(step: Call | Sleep) -> drive_steps.Step:
+    def call(step: Call | Sleep) -> Any:
         if isinstance(step, Sleep):
-            return drive_steps.Step(time.sleep, asyncio.sleep, step.seconds)
-        name = step.name
-        return drive_steps.Step(
-            lambda *args: getattr(backend, name)(*args), lambda *args: getattr(backend, "a" + name)(*args), *step.args
-        )
+            return sleep(step.seconds)
+        return getattr(backend, prefix + step.name)(*step.args)
 
-    return bind
+    return call
 
 
-def drive(flow: Generator[Step, Any, Any], backend: Any) -> Any:
+def drive(flow: Generator[LeaseStep, Any, Any], backend: Any) -> Any:
     """Run a flow with sync calls on ``backend`` (a :class:`LeaseBackend`, or anything with its operations), on the
     engine's one driver (:func:`middleware_kit.drive.run_sync`)."""
-    return drive_steps.run_sync(flow, _binder(backend))
+    return drive_steps.run_sync(flow, _caller(backend, "", time.sleep))
 
 
-async def adrive(flow: Generator[Step, Any, Any], backend: Any) -> Any:
+async def adrive(flow: Generator[LeaseStep, Any, Any], backend: Any) -> Any:
     """Run a flow with async calls (:func:`middleware_kit.drive.run_async`)."""
-    return await drive_steps.run_async(flow, _binder(backend))
+    return await drive_steps.run_async(flow, _caller(backend, "a", asyncio.sleep))
 
 
 # -- in process ------------------------------------------------------------------------------------------------------
@@ -685,45 +681,85 @@ def _pg_ddl_race(exc: BaseException) -> bool:
                             psycopg.errors.DuplicateObject))
 
 
-async def _arun_postgres(self: Any, stmts: list[Stmt], write: bool = True) -> list[list[tuple[Any, ...]]]:
-    """``_arun`` of :class:`AsyncPostgresLeaseBackend`; its sync twin is ``PostgresLeaseBackend._run`` (the same
-    source with the awaits dropped: :func:`middleware_kit.drive.sync_twin`)."""
+@dataclass(frozen=True, slots=True)
+class _Op:
+    """A step of the PostgreSQL body: ``target.name(*args)`` (awaited under the async driver: psycopg's sync and async
+    classes have the same method names)."""
+
+    target: Any
+    name: str
+    args: tuple[Any, ...] = ()
+
+
+def _pg_caller(enter: str, exit_: str) -> Callable[[_Op], Any]:
+    """What an :class:`_Op` means in one mode; ``enter``/``exit_`` name the context-manager methods of the mode
+    (``__enter__``/``__exit__``, or ``__aenter__``/``__aexit__``) that the ops ``"enter"``/``"exit"`` stand for."""
+    names = {"enter": enter, "exit": exit_}
+
+    def call(op: _Op) -> Any:
+        return getattr(op.target, names.get(op.name, op.name))(*op.args)
+
+    return call
+
+
+_PG_SYNC = _pg_caller("__enter__", "__exit__")
+_PG_ASYNC = _pg_caller("__aenter__", "__aexit__")
+
+
+def _within(manager: Any, inside: Callable[[Any], Generator[_Op, Any, R]]) -> Generator[_Op, Any, R]:
+    """``with manager as value: return (yield from inside(value))``, in the driver's mode (``async with`` under the
+    async driver)."""
+    value = yield _Op(manager, "enter")
+    try:
+        result = yield from inside(value)
+    except BaseException as exc:
+        if not (yield _Op(manager, "exit", (type(exc), exc, exc.__traceback__))):
+            raise
+        return cast(R, None)  # the manager suppressed the exception
+    yield _Op(manager, "exit", (None, None, None))
+    return result
+
+
+def _postgres_body(backend: Any, stmts: list[Stmt]) -> Generator[_Op, Any, list[list[tuple[Any, ...]]]]:
+    """``_run``/``_arun`` of the PostgreSQL backends, written once: the tables on first use (a concurrent ``CREATE``
+    in another worker is retried), then ``stmts`` (in one transaction when there are several)."""
+    return (yield from _within(backend._conn(), partial(_on_connection, backend, stmts)))
+
+
+def _on_connection(backend: Any, stmts: list[Stmt], conn: Any) -> Generator[_Op, Any, list[list[tuple[Any, ...]]]]:
     from psycopg.rows import tuple_row
 
-    async with self._conn() as conn:
-        if not self._ready:
-            for attempt in range(3):
-                try:
-                    async with conn.transaction():
-                        for sql in _ddl(self.dialect):
-                            await conn.execute(sql)
-                    break
-                except Exception as exc:
-                    if attempt == 2 or not _pg_ddl_race(exc):
-                        raise
-            self._ready = True
-        if not stmts:
-            return []
-        async with contextlib.AsyncExitStack() as stack:
-            if len(stmts) > 1:  # one statement is atomic by itself (autocommit: one round trip)
-                await stack.enter_async_context(conn.transaction())
-            cur = await stack.enter_async_context(conn.cursor(row_factory=tuple_row))
-            out = []
-            for sql, args in stmts:
-                await cur.execute(sql, args)
-                out.append(await cur.fetchall() if cur.description else [])
-            return out
+    if not backend._ready:
+        ddl = [(sql, None) for sql in _ddl(backend.dialect)]
+        for attempt in range(3):
+            try:
+                yield from _within(conn.transaction(), lambda _: _executed(conn, ddl, rows=False))
+                break
+            except Exception as exc:
+                if attempt == 2 or not _pg_ddl_race(exc):
+                    raise
+        backend._ready = True
+    if not stmts:
+        return []
+
+    def on_cursor(_: Any) -> Generator[_Op, Any, list[list[tuple[Any, ...]]]]:
+        return (yield from _within(conn.cursor(row_factory=tuple_row), lambda cur: _executed(cur, stmts, rows=True)))
+
+    if len(stmts) > 1:  # one statement is atomic by itself (autocommit: one round trip)
+        return (yield from _within(conn.transaction(), on_cursor))
+    return (yield from on_cursor(None))
 
 
-if TYPE_CHECKING:
-
-    def _run_postgres(self: Any, stmts: list[Stmt], write: bool = True) -> list[list[tuple[Any, ...]]]: ...
-
-else:
-    _run_postgres = drive_steps.sync_twin(
-        _arun_postgres,
-        {"_arun_postgres": "_run_postgres", "AsyncExitStack": "ExitStack", "enter_async_context": "enter_context"},
-    )
+def _executed(
+    target: Any, stmts: Sequence[tuple[str, Any]], *, rows: bool
+) -> Generator[_Op, Any, list[list[tuple[Any, ...]]]]:
+    """Each statement on ``target`` (a connection, or a cursor: with ``rows``, each statement's rows)."""
+    out: list[list[tuple[Any, ...]]] = []
+    for sql, args in stmts:
+        yield _Op(target, "execute", (sql,) if args is None else (sql, args))
+        if rows:
+            out.append((yield _Op(target, "fetchall")) if target.description else [])
+    return out
 
 
 class PostgresLeaseBackend(_SqlBackend):
@@ -742,7 +778,8 @@ class PostgresLeaseBackend(_SqlBackend):
             else:
                 yield self.saver.conn
 
-    _run = _run_postgres
+    def _run(self, stmts: list[Stmt], write: bool = True) -> list[list[tuple[Any, ...]]]:
+        return drive_steps.run_sync(_postgres_body(self, stmts), _PG_SYNC)
 
 
 class AsyncPostgresLeaseBackend(_SqlBackend):
@@ -761,7 +798,8 @@ class AsyncPostgresLeaseBackend(_SqlBackend):
             else:
                 yield self.saver.conn
 
-    _arun = _arun_postgres
+    async def _arun(self, stmts: list[Stmt], write: bool = True) -> list[list[tuple[Any, ...]]]:
+        return await drive_steps.run_async(_postgres_body(self, stmts), _PG_ASYNC)
 
 
 _BACKENDS: weakref.WeakKeyDictionary[Any, LeaseBackend] = weakref.WeakKeyDictionary()

@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from middleware_kit.bridge import ElasticPool, run_coroutine_sync, run_sync_in_thread
+from middleware_kit.bridge import ElasticPool, blocking_form, run_coroutine_sync, run_sync_in_thread
 
 VAR: contextvars.ContextVar[str] = contextvars.ContextVar("VAR", default="unset")
 
@@ -31,6 +31,36 @@ async def test_run_coroutine_sync_inside_a_running_loop_uses_a_helper_thread() -
         return VAR.get()
 
     assert run_coroutine_sync(read()) == "in-loop"
+
+
+def test_blocking_form_is_the_sync_form_of_an_async_only_callable() -> None:
+    VAR.set("caller")
+
+    async def ahook(value: int, *, suffix: str = "") -> str:
+        await asyncio.sleep(0)  # really suspends: the coroutine is driven on a loop
+        return f"{VAR.get()}:{value}{suffix}"
+
+    hook = blocking_form(ahook)
+    assert not asyncio.iscoroutinefunction(hook)
+    assert hook(1) == "caller:1" and hook(2, suffix="!") == "caller:2!"
+
+    async def inside_a_loop() -> str:
+        return hook(3)  # sync code called from a running loop (a notebook cell): run on a helper thread
+
+    assert asyncio.run(inside_a_loop()) == "caller:3"
+
+
+async def test_async_code_driven_by_sync_code_in_a_worker_thread_runs_back_on_the_callers_loop() -> None:
+    loop = asyncio.get_running_loop()
+
+    async def where() -> asyncio.AbstractEventLoop:
+        return asyncio.get_running_loop()
+
+    def sync_hook() -> tuple[bool, asyncio.AbstractEventLoop]:
+        return threading.current_thread() is threading.main_thread(), run_coroutine_sync(where())
+
+    on_main, ran_on = await run_sync_in_thread(sync_hook)
+    assert not on_main and ran_on is loop  # async resources stay on the loop they belong to
 
 
 async def test_run_sync_in_thread_keeps_context_and_leaves_the_loop() -> None:

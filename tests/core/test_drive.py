@@ -1,120 +1,109 @@
-"""``middleware_kit.drive``: one body for sync and async (engine flows with ``bind``; ``sync_twin``)."""
+"""``middleware_kit.drive``: one generator body, one driver run in either mode (``run_sync`` / ``run_async``)."""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import threading
 import traceback
-from collections.abc import AsyncIterator, Generator, Iterator
+from collections.abc import Generator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from middleware_kit.drive import Step, run_async, run_sync, sync_twin
+import middleware_kit.drive as drive
+from middleware_kit.drive import Abort, Step, Steps, run_async, run_sync
 
-# -- sync_twin -------------------------------------------------------------------------------------------------------
-
-
-async def _aecho(value: Any, handler: Any) -> Any:
-    return await handler(value)
+MODES = ["sync", "async"]
 
 
-class _Source:
-    """The sync forms of what ``_agather`` awaits (``sync_twin`` renames the async names to these)."""
-
-    @contextlib.contextmanager
-    def opened(self) -> Iterator[_Source]:
-        yield self
-
-    def items(self, values: list[int]) -> Iterator[int]:
-        return iter(values)
-
-    def double(self, item: int) -> int:
-        return item * 2
+def _run(mode: str, body: Generator[Any, Any, Any], call: Any = None) -> Any:
+    if mode == "sync":
+        return run_sync(body) if call is None else run_sync(body, call[0])
+    return asyncio.run(run_async(body) if call is None else run_async(body, call[1]))
 
 
-class _ASource:
-    @contextlib.asynccontextmanager
-    async def aopened(self) -> AsyncIterator[_ASource]:
-        yield self
-
-    async def aitems(self, values: list[int]) -> AsyncIterator[int]:
-        for value in values:
-            yield value
-
-    async def adouble(self, item: int) -> int:
-        return item * 2
+async def _adouble(value: int) -> int:
+    await asyncio.sleep(0)  # really suspends: the async driver awaits it on the loop
+    return value * 2
 
 
-async def _agather_async_names(values: list[int], source: Any) -> list[int]:
+def _double(value: int) -> int:
+    return value * 2
+
+
+def _doubling(values: list[int], log: list[str]) -> Steps[list[int]]:
     out = []
-    async with source.aopened() as opened:
-        async for item in opened.aitems(values):
-            out.append(await source.adouble(item))
-    return out
+    try:
+        for value in values:
+            out.append((yield Step(_double, _adouble, value)))
+        return out
+    finally:
+        log.append("cleaned up")
 
 
-def _afactory(offset: int) -> Any:
-    async def add(value: int) -> int:
-        return value + offset
-
-    return add
-
-
-async def _araises(handler: Any) -> None:
-    await handler(0)
-    raise ValueError("from the template")
+@pytest.mark.parametrize("mode", MODES)
+@given(values=st.lists(st.integers(), max_size=6))
+def test_one_body_gives_the_same_result_in_both_modes(mode: str, values: list[int]) -> None:
+    log: list[str] = []
+    assert _run(mode, _doubling(values, log)) == [v * 2 for v in values]
+    assert log == ["cleaned up"]
 
 
-echo = sync_twin(_aecho, {"_aecho": "echo"})
-gather = sync_twin(_agather_async_names, {"aopened": "opened", "aitems": "items", "adouble": "double"})
-factory = sync_twin(_afactory)
-raises = sync_twin(_araises)
+def _failing(log: list[str]) -> Steps[str]:
+    try:
+        yield Step(_raise_key, _araise_key)
+    except KeyError as exc:
+        log.append(f"caught {exc}")
+    yield Step(_raise_key, _araise_key)
+    return "unreachable"
 
 
-def test_the_twin_is_the_same_body_without_awaits() -> None:
-    assert echo(3, lambda v: v + 1) == 4
-    assert echo.__name__ == "echo"
-    assert not asyncio.iscoroutinefunction(echo)
-    assert asyncio.run(_aecho(3, _awaitable(lambda v: v + 1))) == 4
+def _raise_key() -> None:
+    raise KeyError("boom")
 
 
-@given(st.lists(st.integers(), max_size=8))
-def test_async_for_and_with_become_for_and_with_with_renamed_names(values: list[int]) -> None:
-    assert gather(values, _Source()) == [v * 2 for v in values]
-    assert asyncio.run(_agather_async_names(values, _ASource())) == [v * 2 for v in values]
+async def _araise_key() -> None:
+    raise KeyError("boom")
 
 
-def test_closures_of_a_factory_are_made_sync() -> None:
-    add = factory(10)
-    assert add(1) == 11
-    assert not asyncio.iscoroutinefunction(add)
+@pytest.mark.parametrize("mode", MODES)
+def test_an_exception_is_thrown_in_at_the_yield_and_escapes_when_not_caught(mode: str) -> None:
+    log: list[str] = []
+    with pytest.raises(KeyError, match="boom") as caught:
+        _run(mode, _failing(log))
+    assert log == ["caught 'boom'"]
+    names = [frame.name for frame in traceback.extract_tb(caught.value.__traceback__)]
+    assert "_failing" in names and names[-1] == ("_raise_key" if mode == "sync" else "_araise_key")
 
 
-def test_a_traceback_points_at_the_template_lines() -> None:
-    with pytest.raises(ValueError, match="from the template") as caught:
-        raises(lambda v: v)
-    frame = traceback.extract_tb(caught.value.__traceback__)[-1]
-    assert frame.filename == __file__
-    assert frame.line == 'raise ValueError("from the template")'
-    assert frame.name == "_araises"
+def _where(log: list[str]) -> Steps[None]:
+    yield Step(lambda: log.append(threading.current_thread().name), None)
+    yield Step(lambda: log.append(threading.current_thread().name), None, blocking=False)
 
 
-def test_the_template_must_be_a_function() -> None:
-    with pytest.raises(TypeError):
-        sync_twin(42)  # type: ignore[arg-type]
+def test_a_step_without_async_fn_runs_in_a_worker_thread_under_ainvoke_unless_not_blocking() -> None:
+    log: list[str] = []
+    asyncio.run(run_async(_where(log)))
+    main = threading.current_thread().name
+    assert log[0] != main and log[1] == main
+    log.clear()
+    run_sync(_where(log))
+    assert log == [main, main]
 
 
-def _awaitable(fn: Any) -> Any:
-    async def call(value: Any) -> Any:
-        return fn(value)
+def test_an_async_only_twin_is_driven_on_a_loop_under_invoke() -> None:
+    def body() -> Steps[int]:
+        doubled: int = yield Step.twin(None, _adouble).with_args(21)
+        return doubled
 
-    return call
+    assert run_sync(body()) == 42
+    assert asyncio.run(run_async(body())) == 42
 
 
-# -- run_sync / run_async with bind ----------------------------------------------------------------------------------
+# -- a caller's own meaning of what the body yields (call / acall) ----------------------------------------------------
 
 
 class _Backend:
@@ -153,22 +142,48 @@ def _named_flow(log: list[str]) -> Generator[tuple[str, tuple[Any, ...]], Any, i
         log.append("cleaned up")
 
 
-def _bind(backend: Any) -> Any:
-    def bind(step: tuple[str, tuple[Any, ...]]) -> Step:
-        name, args = step
-        return Step(getattr(backend, name), getattr(backend, "a" + name), *args)
+def _calls(backend: Any) -> tuple[Any, Any]:
+    def call(prefix: str) -> Any:
+        return lambda step: getattr(backend, prefix + step[0])(*step[1])
 
-    return bind
+    return call(""), call("a")
 
 
-@pytest.mark.parametrize("mode", ["sync", "async"])
-def test_bind_turns_what_a_flow_yields_into_steps(mode: str) -> None:
+@pytest.mark.parametrize("mode", MODES)
+def test_call_and_acall_give_what_a_body_yields_its_meaning(mode: str) -> None:
     backend, log = _Backend(), list[str]()
-    if mode == "sync":
-        result = run_sync(_named_flow(log), _bind(backend))
-    else:
-        result = asyncio.run(run_async(_named_flow(log), _bind(backend)))
-    assert result == 3
+    assert _run(mode, _named_flow(log), _calls(backend)) == 3
     prefix = "" if mode == "sync" else "a"
     assert backend.calls == [f"{prefix}put 1", f"{prefix}put 2"]
     assert log == ["caught", "unknown operation raised into the flow", "cleaned up"]
+
+
+def _greedy(log: list[str]) -> Generator[str, Any, None]:
+    try:
+        while True:
+            try:
+                yield "bad"
+            except Exception:  # a body that catches everything is not asked to handle a refusal
+                log.append("asked")
+    finally:
+        log.append("closed")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_abort_closes_the_body_and_raises_without_throwing_in(mode: str) -> None:
+    def refuse(value: Any) -> Any:
+        raise Abort(TypeError(f"cannot do {value!r}"))
+
+    async def arefuse(value: Any) -> Any:
+        return refuse(value)
+
+    log: list[str] = []
+    with pytest.raises(TypeError, match="cannot do 'bad'"):
+        _run(mode, _greedy(log), (refuse, arefuse))
+    assert log == ["closed"]
+
+
+def test_the_module_generates_no_code() -> None:
+    assert not hasattr(drive, "sync_twin")
+    source = Path(drive.__file__).read_text(encoding="utf-8")
+    assert "exec(" not in source and "compile(" not in source and "import ast" not in source

@@ -378,17 +378,20 @@ def test_limit_and_price_errors() -> None:
         ModelPrice(input=float("nan"), output=1.0)
 
 
-def test_configuration_is_frozen() -> None:
+def test_configuration_is_read_only_once_an_agent_adopts_it() -> None:
     prices = {"gpt-4o": (2.5, 10.0)}
     budget = BudgetMiddleware(run=BudgetLimit(cost=1.0), prices=prices)
     prices["gpt-4o"] = (0.0, 0.0)
     assert budget.prices is not None and budget.prices.price_for("gpt-4o") == ModelPrice(2.5, 10.0)
-    with pytest.raises(FrozenMiddlewareError):
-        budget.run = BudgetLimit(tokens=5)  # type: ignore[misc]
     changed = budget.replace(run=BudgetLimit(tokens=100))
     assert changed.run == BudgetLimit(tokens=100) and budget.run == BudgetLimit(cost=1.0)
+    budget.run = BudgetLimit(tokens=5)  # before an agent adopts it, as in LangChain
+    assert budget.run == BudgetLimit(tokens=5)
     model = ScriptedChatModel([adding()], cycle=True)
-    result = create_agent(model, [add], middleware=[changed]).invoke(ask())
+    agent = create_agent(model, [add], middleware=[changed])
+    with pytest.raises(FrozenMiddlewareError):
+        changed.run = BudgetLimit(tokens=5)
+    result = agent.invoke(ask())
     assert result["messages"][-1].content.startswith("Budget exceeded") and model.call_count == 1
 
 

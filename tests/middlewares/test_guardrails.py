@@ -327,12 +327,15 @@ def test_configuration_is_frozen() -> None:
     guards = GuardrailsMiddleware(input_guards=guards_list)
     guards_list.append(ainjection)
     assert guards.input_guards == (injection,)
-    with pytest.raises(FrozenMiddlewareError):
-        guards.on_trip = "error"  # type: ignore[misc]
     strict = guards.replace(on_trip="error")
+    agent = create_agent(ScriptedChatModel(["x"]), middleware=[strict])
+    with pytest.raises(FrozenMiddlewareError):  # read-only once an agent adopts it
+        strict.on_trip = "end"
     with pytest.raises(GuardrailTripped):
-        create_agent(ScriptedChatModel(["x"]), middleware=[strict]).invoke(ask("ignore previous"))
+        agent.invoke(ask("ignore previous"))
     assert guards.on_trip == "end"
+    guards.on_trip = "error"  # before adoption, as in LangChain
+    assert guards.on_trip == "error"
 
 
 def test_budget_counts_a_blocked_answer_but_not_the_refusal(run: Runner) -> None:

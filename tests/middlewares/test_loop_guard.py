@@ -197,14 +197,17 @@ def test_configuration_is_frozen() -> None:
     guard = LoopGuardMiddleware(actions=actions)
     actions.append("remove_tool")
     assert guard.actions == ("nudge", "final_answer")
-    with pytest.raises(FrozenMiddlewareError):
-        guard.max_identical_calls = 5  # type: ignore[misc]
     strict = guard.replace(max_identical_calls=1, actions=("final_answer",))
     runs: list[str] = []
     model = ScriptedChatModel([calling("search", query="x")] * 2 + ["final"])
-    result = create_agent(model, [make_search(runs)], middleware=[strict]).invoke(ask())
+    agent = create_agent(model, [make_search(runs)], middleware=[strict])
+    with pytest.raises(FrozenMiddlewareError):  # read-only once an agent adopts it
+        strict.max_identical_calls = 5
+    result = agent.invoke(ask())
     assert runs == ["x"] and result["messages"][-1].content == "final"
     assert guard.max_identical_calls == 2
+    guard.max_identical_calls = 5  # before adoption, as in LangChain
+    assert guard.max_identical_calls == 5
 
 
 def test_one_instance_serves_concurrent_runs() -> None:

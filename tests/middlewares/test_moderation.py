@@ -219,11 +219,14 @@ def test_events_on_the_custom_stream() -> None:
 
 def test_frozen_configuration(run: Runner) -> None:
     mw = ModerationMiddleware(CHECKER)
-    with pytest.raises(FrozenMiddlewareError):
-        mw.exit_behavior = "error"  # type: ignore[misc]
     changed = mw.replace(exit_behavior="error")
+    agent = create_agent(ScriptedChatModel(["x"]), middleware=[changed])
+    with pytest.raises(FrozenMiddlewareError):  # read-only once an agent adopts it
+        changed.exit_behavior = "end"
     with pytest.raises(ModerationError):
-        run(create_agent(ScriptedChatModel(["x"]), middleware=[changed]), {"messages": [HumanMessage("attack")]})
+        run(agent, {"messages": [HumanMessage("attack")]})
+    mw.exit_behavior = "error"  # before adoption, as in LangChain
+    assert mw.exit_behavior == "error"
     words = ["spam"]
     checker = KeywordModerationChecker(words)
     words.append("hello")

@@ -181,13 +181,16 @@ def test_hook_is_the_same_under_invoke_and_ainvoke(run: Runner) -> None:
 
 def test_frozen_configuration(run: Runner) -> None:
     mw = PromptCachingMiddleware()
-    with pytest.raises(FrozenMiddlewareError):
-        mw.ttl = "1h"  # type: ignore[misc]
     changed = mw.replace(ttl="1h")
     model = ChatAnthropic(responses=["ok"])
-    run(create_agent(model, middleware=[changed]), {"messages": [HumanMessage("hi")]})
+    agent = create_agent(model, middleware=[changed])
+    with pytest.raises(FrozenMiddlewareError):  # read-only once an agent adopts it
+        changed.ttl = "5m"
+    run(agent, {"messages": [HumanMessage("hi")]})
     assert model.calls[0].messages[0].content[0]["cache_control"] == {"type": "ephemeral", "ttl": "1h"}
     assert mw.ttl == "5m" and AnthropicPromptCachingMiddleware().unsupported_model_behavior == "warn"
+    mw.ttl = "1h"  # before adoption, as in LangChain
+    assert mw.ttl == "1h"
 
 
 @pytest.mark.parametrize(

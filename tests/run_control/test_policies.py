@@ -138,7 +138,8 @@ def test_run_control_and_its_middleware_are_frozen_values() -> None:
     with pytest.raises(RunControlConfigError):
         control.override(ttl=-1)
     mw = RunControlMiddleware()
-    with pytest.raises(FrozenMiddlewareError):
+    create_agent(ScriptedChatModel(["hi"]), middleware=[mw])
+    with pytest.raises(FrozenMiddlewareError):  # read-only once an agent adopts it
         mw.tools = ()
     assert isinstance(mw.replace(), RunControlMiddleware) and isinstance(RunControlGuard().replace(), RunControlGuard)
     stack = [RunControlMiddleware()]

@@ -11,11 +11,12 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from functools import partial
+from typing import Any
 
 from langgraph.types import Command, Interrupt
 
-from middleware_kit.drive import sync_twin
+from middleware_kit.drive import Step, Steps, run_async, run_sync
 from middleware_kit.errors import MiddlewareConfigError
 from middleware_kit.middlewares.human_in_the_loop.types import ExpiredApproval, InvalidResumeError
 
@@ -77,26 +78,49 @@ def _checkpointer(agent: Any) -> Any:
     return saver
 
 
+def _thread_of(item: Any) -> str | None:
+    """The thread of a checkpoint listed by ``saver.list``/``alist`` (None: a subgraph's checkpoint)."""
+    configurable = item.config.get("configurable") or {}
+    thread = configurable.get("thread_id")
+    return None if configurable.get("checkpoint_ns") or thread is None else str(thread)
+
+
+def _thread_ids(saver: Any) -> list[str]:
+    return list(dict.fromkeys(t for item in saver.list(None) if (t := _thread_of(item)) is not None))
+
+
 async def _athread_ids(saver: Any) -> list[str]:
-    seen: dict[str, None] = {}
-    async for item in saver.alist(None):
-        configurable = item.config.get("configurable") or {}
-        if not configurable.get("checkpoint_ns") and configurable.get("thread_id") is not None:
-            seen[str(configurable["thread_id"])] = None
-    return list(seen)
+    return list(dict.fromkeys([t async for item in saver.alist(None) if (t := _thread_of(item)) is not None]))
 
 
-async def aexpire_pending_approvals(
-    agent: Any,
-    *,
-    config: Any = None,
-    thread_ids: Iterable[str] | None = None,
-    now: float | None = None,
+def _expiring(
+    agent: Any, config: Any, thread_ids: Iterable[str] | None, now: float | None, context: Any
+) -> Steps[list[ExpiredApproval]]:
+    """The body of :func:`expire_pending_approvals` and :func:`aexpire_pending_approvals` (one body, two drivers)."""
+    moment = time.time() if now is None else now
+    found: list[str] = []
+    if config is None and thread_ids is None:
+        found = yield Step(_thread_ids, _athread_ids, _checkpointer(agent))
+    resolved: list[ExpiredApproval] = []
+    for cfg in _configs(agent, config, thread_ids, found):
+        due = _due((yield Step(agent.get_state, agent.aget_state, cfg)).interrupts, moment)
+        if not due:
+            continue
+        resume: Command[Any] = Command(resume={i.id: dict(EXPIRE) for i, _ in due})
+        try:
+            yield Step(partial(agent.invoke, context=context), partial(agent.ainvoke, context=context), resume, cfg)
+        except InvalidResumeError:
+            continue
+        resolved += _records(str(cfg["configurable"]["thread_id"]), due)
+    return resolved
+
+
+def expire_pending_approvals(
+    agent: Any, *, config: Any = None, thread_ids: Iterable[str] | None = None, now: float | None = None,
     context: Any = None,
 ) -> list[ExpiredApproval]:
     """Resolve every expired human-in-the-loop approval, without user input (``aexpire_pending_approvals``: the
-    checkpointer must support async; ``expire_pending_approvals`` is the same body run with ``get_state``/``invoke``,
-    derived by :func:`middleware_kit.drive.sync_twin`).
+    same, with the checkpointer's and the agent's async methods).
 
     Args:
         agent: The compiled agent (``create_agent(...)`` with a checkpointer).
@@ -112,44 +136,13 @@ async def aexpire_pending_approvals(
         The approvals resolved, one per interrupt (each resumed run has continued: tools approved on timeout ran, and
         the model answered).
     """
-    moment = time.time() if now is None else now
-    found = await _athread_ids(_checkpointer(agent)) if config is None and thread_ids is None else []
-    resolved: list[ExpiredApproval] = []
-    for cfg in _configs(agent, config, thread_ids, found):
-        due = _due((await agent.aget_state(cfg)).interrupts, moment)
-        if not due:
-            continue
-        try:
-            await agent.ainvoke(Command(resume={i.id: dict(EXPIRE) for i, _ in due}), cfg, context=context)
-        except InvalidResumeError:
-            continue
-        resolved += _records(str(cfg["configurable"]["thread_id"]), due)
-    return resolved
+    return run_sync(_expiring(agent, config, thread_ids, now, context))
 
 
-_RENAMES = {
-    "aexpire_pending_approvals": "expire_pending_approvals",
-    "_athread_ids": "_thread_ids",
-    "alist": "list",
-    "aget_state": "get_state",
-    "ainvoke": "invoke",
-}
-
-if TYPE_CHECKING:
-
-    def _thread_ids(saver: Any) -> list[str]:
-        """The sync form of :func:`_athread_ids`."""
-
-    def expire_pending_approvals(
-        agent: Any,
-        *,
-        config: Any = None,
-        thread_ids: Iterable[str] | None = None,
-        now: float | None = None,
-        context: Any = None,
-    ) -> list[ExpiredApproval]:
-        """The sync form of :func:`aexpire_pending_approvals` (``get_state``/``invoke``)."""
-
-else:
-    _thread_ids = sync_twin(_athread_ids, _RENAMES)
-    expire_pending_approvals = sync_twin(aexpire_pending_approvals, _RENAMES)
+async def aexpire_pending_approvals(
+    agent: Any, *, config: Any = None, thread_ids: Iterable[str] | None = None, now: float | None = None,
+    context: Any = None,
+) -> list[ExpiredApproval]:
+    """:func:`expire_pending_approvals` under ``ainvoke``: ``alist``, ``aget_state`` and ``ainvoke`` (the checkpointer
+    must support async)."""
+    return await run_async(_expiring(agent, config, thread_ids, now, context))
