@@ -7,7 +7,9 @@ with different types or reducers is a build-time error naming both owners.
 
 from __future__ import annotations
 
+import contextlib
 import typing
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, NotRequired, Required, TypeVar, get_args, get_origin, get_type_hints
@@ -88,7 +90,20 @@ def _omit(tp: Any) -> OmitFromSchema | None:
     return None
 
 
+_HINTS: weakref.WeakKeyDictionary[type[Any], dict[str, Any]] = weakref.WeakKeyDictionary()
+"""A schema class's normalized hints, worked out once per class: every middleware of an agent shares
+``AgentState``, and a LangGraph Server factory builds an agent per run (``get_type_hints`` dominated the build)."""
+
+
 def _schema_hints(owner: str, schema: type[Any]) -> dict[str, Any]:
+    """``schema``'s keys and their declarations (callers must not mutate the result: it is shared). Only a schema
+    that resolves is remembered; the errors name ``owner``, so they are raised anew for each."""
+    try:
+        cached = _HINTS.get(schema)
+    except TypeError:  # not weak-referenceable
+        cached = None
+    if cached is not None:
+        return cached
     if not (is_typeddict(schema) or isinstance(schema, type)):
         raise MiddlewareConfigError.schema_not_a_typeddict(owner, schema)
     try:
@@ -97,7 +112,10 @@ def _schema_hints(owner: str, schema: type[Any]) -> dict[str, Any]:
         raise MiddlewareConfigError.schema_unresolvable(owner, schema, exc) from exc
     if "messages" not in hints:
         raise MiddlewareConfigError.schema_without_messages(owner, schema)
-    return {key: _normalize(_strip_required(tp)) for key, tp in hints.items()}
+    normalized = {key: _normalize(_strip_required(tp)) for key, tp in hints.items()}
+    with contextlib.suppress(TypeError):
+        _HINTS[schema] = normalized
+    return normalized
 
 
 _OVERRIDABLE = frozenset({"messages", "structured_response"})
