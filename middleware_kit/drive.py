@@ -68,9 +68,6 @@ Steps: TypeAlias = Generator[Step, Any, T]
 """An engine body that yields :class:`Step`\\ s and returns a ``T`` (not to be confused with a *flow hook*,
 :data:`middleware_kit.flow.ModelCallFlow`, which yields requests and ``Sleep``)."""
 
-Flow: TypeAlias = Generator[Step, Any, T]
-"""The former name of :data:`Steps`, kept only until the last importer is renamed; not exported."""
-
 
 def call_step(step: Step) -> Any:
     """What a :class:`Step` means under ``invoke``: its ``sync_fn``."""

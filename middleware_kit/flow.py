@@ -19,11 +19,13 @@ for a method) is a flow::
 - ``yield Sleep(seconds)`` sleeps without blocking the event loop under ``ainvoke``.
 - ``return value`` ends the hook; the value is what a classic wrap hook would return.
 
-The engine drives the generator inside the wrap layer itself (``chain._awrap_handler``, one body whose sync twin
-is derived from the same source): under ``invoke`` requests go to the sync handler and ``Sleep`` to :data:`sleep`;
-under ``ainvoke`` the same generator runs on the event loop (no worker thread), requests awaited and ``Sleep`` on
-:data:`asleep`. Anything else yielded is a ``HookReturnError`` naming the middleware and the hook. Driving inline
-(not through a separate driver) keeps a flow as cheap as an async twin.
+The engine runs the generator in its wrap layer on its one driver (:mod:`middleware_kit.drive`): under ``invoke``
+requests go to the sync handler and ``Sleep`` to :data:`sleep`; under ``ainvoke`` the same generator runs on the
+event loop (no worker thread), requests awaited and ``Sleep`` on :data:`asleep`. Anything else yielded is a
+``HookReturnError`` naming the middleware and the hook. Bundled middlewares write their wrap logic as such a flow
+(``model_call_flow``/``tool_call_flow``) and get LangChain's ``wrap_model_call(request, handler)`` /
+``awrap_model_call`` from :class:`ModelCallFlowHooks` / :class:`ToolCallFlowHooks`, which run it on the same
+driver.
 
 ``sleep`` and ``asleep`` are the functions ``Sleep`` uses, looked up when a flow sleeps: tests may patch them
 (``monkeypatch.setattr(middleware_kit.flow, "sleep", fake)``). They are the only module-level names of the engine a
@@ -36,12 +38,13 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
 from langchain_core.messages import AIMessage, ToolMessage
 from langgraph.prebuilt.tool_node import ToolCallRequest as _LangGraphToolCallRequest
 from langgraph.types import Command
 
+from middleware_kit.drive import Abort, run_async, run_sync
 from middleware_kit.types import ExtendedModelResponse, ModelRequest, ModelResponse, ToolCallRequest
 
 __all__ = [
@@ -84,59 +87,39 @@ asleep: Callable[[float], Awaitable[object]] = asyncio.sleep
 """How ``Sleep`` waits under ``ainvoke`` (looked up at each sleep; patchable in tests)."""
 
 
+def _calls(
+    handler: Callable[[Any], Any], request_type: type | tuple[type, ...], sleep_of: Callable[[], Any]
+) -> Callable[[Any], Any]:
+    """What a flow's yields mean for :func:`drive`/:func:`adrive`: a request is ``handler(request)``, a ``Sleep`` is
+    ``sleep_of()(seconds)``; anything else closes the flow with a ``TypeError``."""
+
+    def call(command: Any) -> Any:
+        __tracebackhide__ = True
+        if isinstance(command, Sleep):
+            return sleep_of()(command.seconds)
+        if isinstance(command, request_type):
+            return handler(command)
+        raise Abort(TypeError(f"a flow yielded {command!r}: yield a request or a Sleep"))
+
+    return call
+
+
 def drive(flow: Generator[Any, Any, R], handler: Callable[[Any], Any], request_type: type | tuple[type, ...]) -> R:
     """Run ``flow`` under ``invoke`` with ``handler`` as the next layer: each yielded request is ``handler(request)``
-    (its exception thrown back in at the ``yield``), each ``Sleep`` a :data:`sleep`. :func:`adrive` is its twin,
-    written out by hand as httpx does (the engine drives flows inline in ``chain``; this pair serves direct calls
-    such as ``mw.wrap_model_call(request, handler)`` in a unit test or a subclass's ``super()`` call)."""
+    (its exception thrown back in at the ``yield``), each ``Sleep`` a :data:`sleep`. On the engine's one driver
+    (:func:`middleware_kit.drive.run_sync`); it serves direct calls such as ``mw.wrap_model_call(request, handler)``
+    in a unit test or a subclass's ``super()`` call."""
     __tracebackhide__ = True
-    command = next(flow)
-    while True:
-        try:
-            if isinstance(command, Sleep):
-                value = sleep(command.seconds)
-            elif isinstance(command, request_type):
-                value = handler(command)
-            else:
-                flow.close()
-                raise TypeError(f"a flow yielded {command!r}: yield a request or a Sleep")
-        except BaseException as exc:
-            try:
-                command = flow.throw(exc)
-            except StopIteration as stop:
-                return cast(R, stop.value)
-            continue
-        try:
-            command = flow.send(value)
-        except StopIteration as stop:
-            return cast(R, stop.value)
+    return run_sync(flow, _calls(handler, request_type, lambda: sleep))
 
 
 async def adrive(
     flow: Generator[Any, Any, R], handler: Callable[[Any], Awaitable[Any]], request_type: type | tuple[type, ...]
 ) -> R:
-    """:func:`drive` under ``ainvoke``: requests awaited, ``Sleep`` on :data:`asleep`."""
+    """:func:`drive` under ``ainvoke`` (:func:`middleware_kit.drive.run_async`): requests awaited, ``Sleep`` on
+    :data:`asleep`."""
     __tracebackhide__ = True
-    command = next(flow)
-    while True:
-        try:
-            if isinstance(command, Sleep):
-                value = await asleep(command.seconds)
-            elif isinstance(command, request_type):
-                value = await handler(command)
-            else:
-                flow.close()
-                raise TypeError(f"a flow yielded {command!r}: yield a request or a Sleep")
-        except BaseException as exc:
-            try:
-                command = flow.throw(exc)
-            except StopIteration as stop:
-                return cast(R, stop.value)
-            continue
-        try:
-            command = flow.send(value)
-        except StopIteration as stop:
-            return cast(R, stop.value)
+    return await run_async(flow, _calls(handler, request_type, lambda: asleep))
 
 
 WrapModelCallHook: TypeAlias = (

@@ -31,7 +31,7 @@ from langgraph.runtime import Runtime
 from middleware_kit._compat import node_runnable, with_private
 from middleware_kit.agent_defaults import AgentDefaults
 from middleware_kit.chain import Layer, call_flow, compose
-from middleware_kit.drive import Flow, run_async, run_sync
+from middleware_kit.drive import Steps, run_async, run_sync
 from middleware_kit.guards import Guards
 from middleware_kit.layout import TOOLS_NODE, NodeSpec, lay_out
 from middleware_kit.model_call import ModelCall, model_writes, prepared
@@ -120,7 +120,7 @@ def _model_step(
     """The model call as an item of the ``model`` node: the request, the chain of ``layers``, the writes."""
     chain, achain = compose(layers, *call.handlers(traced))
 
-    def flow(view: Any, runtime: Runtime[Any], achain: Any) -> Flow[tuple[list[dict[str, Any]], list[Any] | None]]:
+    def flow(view: Any, runtime: Runtime[Any], achain: Any) -> Steps[tuple[list[dict[str, Any]], list[Any] | None]]:
         __tracebackhide__ = True
         request, fix = prepared(call, view, runtime)
         response, state = yield from call_flow(chain, achain, request)

@@ -25,7 +25,7 @@ from langgraph.types import Command
 
 from middleware_kit._compat import update_pairs
 from middleware_kit.chain import _note_bubble
-from middleware_kit.drive import Flow, Step, run_async, run_sync
+from middleware_kit.drive import Step, Steps, run_async, run_sync
 from middleware_kit.errors import ConflictingUpdateError, MiddlewareConfigError, UnknownStateKeyError, UnknownToolError
 from middleware_kit.events import emit_discarded, run_lifecycle
 from middleware_kit.pairing import PairingFix, close_pending
@@ -139,7 +139,7 @@ class ModelCall:
         )
         return chat, strategy
 
-    def flow(self, request: ModelRequest[Any], traced: bool = False) -> Flow[ModelResponse[Any]]:
+    def flow(self, request: ModelRequest[Any], traced: bool = False) -> Steps[ModelResponse[Any]]:
         """The base handler: call the model, parse a structured answer.
 
         ``traced`` (runs with callback handlers, whose tokens may be streamed): the call gets its own run id, so its

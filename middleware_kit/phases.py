@@ -29,8 +29,8 @@ from middleware_kit._compat import is_last_value_channel
 from middleware_kit.agent_defaults import AgentDefaults
 from middleware_kit.agent_defaults import enter as enter_defaults
 from middleware_kit.agent_defaults import leave as leave_defaults
-from middleware_kit.bridge import run_coroutine_sync
-from middleware_kit.drive import Flow, Step, run_async, run_sync
+from middleware_kit.bridge import blocking_form
+from middleware_kit.drive import Step, Steps, run_async, run_sync
 from middleware_kit.errors import HookReturnError, InvalidJumpError, UnknownStateKeyError
 from middleware_kit.events import run_lifecycle
 from middleware_kit.hooks import JUMP_TARGETS, jump_target
@@ -318,7 +318,7 @@ class NodeRunner:
         __tracebackhide__ = True
         token = enter_defaults(self.defaults)
         try:
-            return run_sync(self.flow(strip_private(state), runtime, self._one_by_one, direct=True))
+            return run_sync(self.flow(strip_private(state), runtime, self._one_by_one))
         finally:
             leave_defaults(token)
 
@@ -327,7 +327,7 @@ class NodeRunner:
         __tracebackhide__ = True
         token = enter_defaults(self.defaults)
         try:
-            return await run_async(self.flow(strip_private(state), runtime, self._segments, direct=False))
+            return await run_async(self.flow(strip_private(state), runtime, self._segments))
         finally:
             leave_defaults(token)
 
@@ -336,9 +336,7 @@ class NodeRunner:
         view: Any,
         runtime: Runtime[Any] | None,
         segments: Sequence[tuple[bool, tuple[Item, ...]]],
-        *,
-        direct: bool,
-    ) -> Flow[NodeResult]:
+    ) -> Steps[NodeResult]:
         """One run of the node: the traced twin when the run has callback handlers (decided here, once), and the
         run's lifecycle events when it asked for them (:func:`middleware_kit.events.run_lifecycle`)."""
         __tracebackhide__ = True
@@ -349,10 +347,10 @@ class NodeRunner:
             segments = runner._one_by_one if segments is self._one_by_one else runner._segments
         life = run_lifecycle(runtime, config)
         if life is None:
-            return (yield from runner._flow(view, runtime, segments, direct=direct))
+            return (yield from runner._flow(view, runtime, segments))
         life.started(runtime)
         try:
-            result = yield from runner._flow(view, runtime, segments, direct=direct)
+            result = yield from runner._flow(view, runtime, segments)
         except GraphBubbleUp:
             raise
         except asyncio.CancelledError:
@@ -370,13 +368,9 @@ class NodeRunner:
         view: Any,
         runtime: Runtime[Any] | None,
         segments: Sequence[tuple[bool, tuple[Item, ...]]],
-        *,
-        direct: bool,
-    ) -> Flow[NodeResult]:
+    ) -> Steps[NodeResult]:
         """The items of ``segments`` in order (one body for both modes). A batch segment (sync-only hooks) is one
-        step: under ``ainvoke`` it runs in a worker thread, its hooks one by one there. ``direct`` (under
-        ``invoke``): call each item's sync runner here rather than yield a step per item (a hook costs a call,
-        not a generator round-trip)."""
+        step: under ``ainvoke`` it runs in a worker thread, its hooks one by one there."""
         __tracebackhide__ = True
         result = NodeResult([], None, view, None)
         last = len(segments) - 1
@@ -390,20 +384,12 @@ class NodeRunner:
                 if batch.jump is not None:
                     return result
             elif type(item) is ModelStep:
-                writes, tail = (
-                    item.run_sync(result.view, runtime)
-                    if direct
-                    else (yield Step(item.run_sync, item.run_async, result.view, runtime))
-                )
+                writes, tail = yield Step(item.run_sync, item.run_async, result.view, runtime)
                 self._after_model(writes, tail, index == last, result)
             else:
                 assert isinstance(item, NodeStep)
                 try:
-                    update = (
-                        item.run_sync(result.view, runtime)
-                        if direct
-                        else (yield Step(item.run_sync, item.run_async, result.view, runtime))
-                    )
+                    update = yield Step(item.run_sync, item.run_async, result.view, runtime)
                 except GraphBubbleUp:
                     self._hook_interrupted(item)
                     raise
@@ -413,7 +399,7 @@ class NodeRunner:
 
     def _batch(self, view: Any, runtime: Runtime[Any] | None, items: tuple[Item, ...]) -> NodeResult:
         __tracebackhide__ = True
-        return run_sync(self._flow(view, runtime, [(False, (item,)) for item in items], direct=True))
+        return run_sync(self._flow(view, runtime, [(False, (item,)) for item in items]))
 
 
 class InterruptInFusedNodeWarning(UserWarning):
@@ -427,10 +413,4 @@ def bridge_node_hook(
     if sync_fn is not None:
         return sync_fn, async_fn
     assert async_fn is not None
-    afn = async_fn
-
-    def driven(state: Any, runtime: Any) -> Any:
-        __tracebackhide__ = True
-        return run_coroutine_sync(afn(state, runtime))
-
-    return driven, afn
+    return blocking_form(async_fn), async_fn

@@ -42,7 +42,7 @@ from langgraph.constants import END
 from langgraph.types import Command
 
 from middleware_kit.chain import Layer, model_request_layer, tool_hooks_layer
-from middleware_kit.drive import Flow, Step, run_async, run_sync
+from middleware_kit.drive import Step, Steps, run_async, run_sync
 from middleware_kit.events import _HOOK_METHODS, enter_hook, leave_hook, run_lifecycle
 from middleware_kit.middleware import AgentMiddleware, HookImpl
 from middleware_kit.routing import Router
@@ -125,7 +125,7 @@ def _hook_run(
     call: Step,
     asynchronous: bool,
     private: frozenset[str],
-) -> Flow[Any]:
+) -> Steps[Any]:
     """One hook call (``call``) as the chain run ``"{owner}.{hook}"``, a child of the current run and the parent
     of whatever the hook does. One body for both modes (:mod:`middleware_kit.drive`); ``asynchronous`` picks the
     kind of callback manager."""

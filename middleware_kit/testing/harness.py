@@ -19,7 +19,7 @@ from langgraph.types import Command, StreamWriter
 from middleware_kit._compat import update_pairs
 from middleware_kit.bridge import run_coroutine_sync
 from middleware_kit.chain import CallState, _note_bubble, call_flow, compose
-from middleware_kit.drive import Flow, Step, run_async, run_sync
+from middleware_kit.drive import Step, Steps, run_async, run_sync
 from middleware_kit.errors import MiddlewareConfigError
 from middleware_kit.hooks import HOOKS
 from middleware_kit.middleware import AgentMiddleware
@@ -73,7 +73,9 @@ def _node_step(middleware: AgentMiddleware[Any, Any], hook: str) -> tuple[NodeSt
     return step, StateSemantics(keys, {})
 
 
-def _hook_flow(middleware: AgentMiddleware[Any, Any], hook: str, state: Any, runtime: Runtime[Any] | None) -> Flow[Any]:
+def _hook_flow(
+    middleware: AgentMiddleware[Any, Any], hook: str, state: Any, runtime: Runtime[Any] | None
+) -> Steps[Any]:
     found = _node_step(middleware, hook)
     if found is None:
         return None
@@ -114,7 +116,7 @@ def _normalized(value: Any) -> Any:
     return ModelResponse(result=[value]) if isinstance(value, AIMessage) else value
 
 
-def _given_flow(handler: Callable[[Any], Any], normalize: Callable[[Any], Any], request: Any) -> Flow[Any]:
+def _given_flow(handler: Callable[[Any], Any], normalize: Callable[[Any], Any], request: Any) -> Steps[Any]:
     """A handler given by the test, sync or async, in either mode (as the agent's base handlers, interrupts it
     raises are recorded so a wrapper that swallows them does not hide them)."""
     try:
@@ -157,7 +159,7 @@ def _with_commands(response: ModelResponse[Any], call: CallState) -> ModelRespon
     return ExtendedModelResponse(model_response=response, command=Command(update=updates))
 
 
-def _chain_flow(layers_of: str, middleware: Any, request: Any, handlers: tuple[Any, Any]) -> Flow[Any]:
+def _chain_flow(layers_of: str, middleware: Any, request: Any, handlers: tuple[Any, Any]) -> Steps[Any]:
     pipeline = build_pipeline(_as_list(middleware), client_tools=(), validate_jumps=False)
     chain, achain = compose(getattr(pipeline, layers_of), *handlers)
     return (yield from call_flow(chain, achain, request))
@@ -215,7 +217,7 @@ def _tool_handlers(handler: ToolHandlerLike | None) -> tuple[Callable[..., Any],
     return base, abase
 
 
-def _tool_flow(request: ToolCallRequest) -> Flow[Any]:
+def _tool_flow(request: ToolCallRequest) -> Steps[Any]:
     try:
         return (yield Step(_invoke_tool, _ainvoke_tool, request))
     except GraphBubbleUp as exc:
