@@ -54,12 +54,22 @@ def unresolved_model(middleware: str, parameter: str, value: object, exc: Except
     )
 
 
-def resolve_chat_model(value: object, *, middleware: str, parameter: str) -> BaseChatModel:
-    """``value`` as a chat model: an instance as it is, a string through ``resolve_model``; else a config error."""
+def resolve_chat_model(
+    value: object,
+    *,
+    middleware: str,
+    parameter: str,
+    resolver: Callable[..., Any] | None = None,
+    **kwargs: Any,
+) -> BaseChatModel:
+    """``value`` as a chat model: an instance as it is, a string through ``resolver(value, **kwargs)`` (default
+    ``resolve_model``; a middleware passes its module's patchable ``init_chat_model``); else a config error naming
+    ``middleware`` and ``parameter``."""
     if isinstance(value, BaseChatModel):
         return value
     if isinstance(value, str):
-        if _RESOLVE_MODEL is None:
+        resolve = resolver if resolver is not None else _RESOLVE_MODEL
+        if resolve is None:
             raise MiddlewareConfigError(
                 f"{middleware}: {parameter}={value!r} is a model name, and resolving names needs "
                 f"middleware_kit.models, which is not available. Pass a model instance instead, e.g. "
@@ -68,7 +78,7 @@ def resolve_chat_model(value: object, *, middleware: str, parameter: str) -> Bas
                 hook=parameter,
             )
         try:
-            model = _RESOLVE_MODEL(value)
+            model = resolve(value, **kwargs)
         except Exception as exc:
             raise unresolved_model(middleware, parameter, value, exc) from exc
         if not isinstance(model, BaseChatModel):

@@ -40,7 +40,7 @@ from middleware_kit.errors import MiddlewareConfigError
 from middleware_kit.hooks import AsyncToolHandler, ToolHandler, ToolResult
 from middleware_kit.middleware import AgentMiddleware
 from middleware_kit.middlewares._frozen import FrozenConfig
-from middleware_kit.middlewares._model_arg import internal_call_config, tool_names, unresolved_model
+from middleware_kit.middlewares._model_arg import internal_call_config, resolve_chat_model, tool_names
 from middleware_kit.middlewares._stream import emit
 from middleware_kit.models import resolve_model
 from middleware_kit.types import ToolCallRequest
@@ -179,22 +179,4 @@ def _emulation_model(model: object) -> BaseChatModel:
                 f"installed. Install it with `pip install langchain-anthropic`, or pass `model=...` explicitly "
                 f"(e.g. ScriptedChatModel([...]) in tests)."
             ) from exc
-    if not isinstance(model, str):
-        raise MiddlewareConfigError(
-            f"{_NAME}: model must be a BaseChatModel instance or a model name such as 'openai:gpt-4o-mini'; got "
-            f"{type(model).__name__} ({model!r:.60}).",
-            middleware=_NAME,
-            hook="model",
-        )
-    try:
-        resolved = init_chat_model(model, temperature=1)
-    except Exception as exc:
-        raise unresolved_model(_NAME, "model", model, exc) from exc
-    if not isinstance(resolved, BaseChatModel):
-        raise MiddlewareConfigError(
-            f"{_NAME}: model={model!r} resolved to {type(resolved).__name__}, not a chat model. Pass a model "
-            f"instance instead.",
-            middleware=_NAME,
-            hook="model",
-        )
-    return resolved
+    return resolve_chat_model(model, middleware=_NAME, parameter="model", resolver=init_chat_model, temperature=1)

@@ -48,7 +48,7 @@ from middleware_kit.errors import MiddlewareConfigError, MiddlewareError
 from middleware_kit.hooks import AsyncModelHandler, ModelHandler
 from middleware_kit.middleware import AgentMiddleware
 from middleware_kit.middlewares._frozen import FrozenConfig
-from middleware_kit.middlewares._model_arg import internal_call_config, tool_names, unresolved_model
+from middleware_kit.middlewares._model_arg import internal_call_config, resolve_chat_model, tool_names
 from middleware_kit.middlewares._stream import emit
 from middleware_kit.models import resolve_model
 from middleware_kit.types import ModelRequest, ModelResponse
@@ -348,19 +348,8 @@ def _last_answer(reply: Any) -> Any:
 
 
 def _selection_model(model: object) -> BaseChatModel:
-    if isinstance(model, BaseChatModel):
-        return model
-    if not isinstance(model, str):
-        raise MiddlewareConfigError(
-            f"{_NAME}: model must be a BaseChatModel instance, a model name such as 'openai:gpt-4o-mini', or None "
-            f"(the agent's model); got {type(model).__name__} ({model!r:.60}).",
-            middleware=_NAME,
-            hook="model",
-        )
-    try:
-        return init_chat_model(model)
-    except Exception as exc:
-        raise unresolved_model(_NAME, "model", model, exc) from exc
+    """``model=`` as a chat model: an instance as it is, a name through :data:`init_chat_model`."""
+    return resolve_chat_model(model, middleware=_NAME, parameter="model", resolver=init_chat_model)
 
 
 def _checked_policy(policy: object) -> OnParsingFailure:

@@ -49,7 +49,7 @@ from middleware_kit.errors import MiddlewareConfigError, MiddlewareError
 from middleware_kit.flow import ModelCallFlow, ModelCallFlowHooks
 from middleware_kit.middleware import AgentMiddleware
 from middleware_kit.middlewares._frozen import FrozenConfig
-from middleware_kit.middlewares._model_arg import internal_call_config, unresolved_model
+from middleware_kit.middlewares._model_arg import internal_call_config, resolve_chat_model
 from middleware_kit.middlewares._stream import emit
 from middleware_kit.models import resolve_model
 from middleware_kit.trace_policy import TracePolicy, omit_payload
@@ -127,19 +127,7 @@ def _warn_beta() -> None:
 
 def _resolve(value: object, parameter: str) -> BaseChatModel:
     """``value`` as a chat model: an instance as it is, a name through :data:`init_chat_model`."""
-    if isinstance(value, BaseChatModel):
-        return value
-    if not isinstance(value, str):
-        raise MiddlewareConfigError(
-            f"{_NAME}: {parameter} must be a BaseChatModel instance or a model name such as 'openai:gpt-4o-mini'; "
-            f"got {type(value).__name__} ({value!r:.60}).",
-            middleware=_NAME,
-            hook=parameter,
-        )
-    try:
-        return init_chat_model(value)
-    except Exception as exc:
-        raise unresolved_model(_NAME, parameter, value, exc) from exc
+    return resolve_chat_model(value, middleware=_NAME, parameter=parameter, resolver=init_chat_model)
 
 
 def _checked_choices(choices: object) -> dict[str, ModelChoice]:

@@ -394,7 +394,7 @@ def test_cancellation_during_selection_is_not_swallowed_as_a_failure() -> None:
         ({"max_tools": "3"}, "max_tools", "max_tools must be a positive int"),
         ({"always_include": [3]}, "always_include", "always_include must hold tool names or BaseTool"),
         ({"system_prompt": " "}, "system_prompt", "system_prompt must be a non-empty str"),
-        ({"model": 42}, "model", "model must be a BaseChatModel instance, a model name"),
+        ({"model": 42}, "model", "model must be a BaseChatModel instance or a model name"),
         ({"max_retries": -1}, "max_retries", "max_retries must be >= 0"),
         ({"max_retries": 1.5}, "max_retries", "max_retries must be >= 0"),
         ({"on_parsing_failure": "ignore"}, "on_parsing_failure", "on_parsing_failure must be 'error', 'none'"),
