@@ -16,12 +16,14 @@ __all__ = [
     "AgentArgumentError",
     "ConflictingUpdateError",
     "ContextError",
+    "HookNameError",
     "HookReturnError",
     "HookSignatureError",
     "HookValueError",
     "InvalidJumpError",
     "MiddlewareConfigError",
     "MiddlewareError",
+    "ProviderPackageError",
     "StateSchemaConflictError",
     "UnknownStateKeyError",
     "UnknownToolError",
@@ -354,6 +356,32 @@ class UnknownStateKeyError(MiddlewareError, KeyError):
 
     def __str__(self) -> str:  # KeyError would otherwise print the message with quotes around it
         return str(self.args[0])
+
+
+class HookNameError(MiddlewareConfigError):
+    """A middleware defines a method whose name is close to a hook's (``before_modle``, ``awrap_tool_cal``): the
+    engine only calls hooks by their exact names, so its logic would never run. Found by ``create_agent``.
+
+    Attributes:
+        method: The method's name (also ``.hook``).
+        suggestion: The hook it resembles.
+    """
+
+    def __init__(self, message: str, *, middleware: str, method: str, suggestion: str) -> None:
+        super().__init__(message, middleware=middleware, hook=method)
+        self.method = method
+        self.suggestion = suggestion
+
+    @classmethod
+    def near_miss(cls, middleware: str, owner: str, method: str, suggestion: str) -> HookNameError:
+        return cls(
+            f"{middleware}: {owner}.{method} is not a hook, so the agent would never call it; did you mean "
+            f"{suggestion!r}? Rename it to {suggestion}, or, if the name is deliberate, list it on the class: "
+            f"not_hooks = ({method!r},).",
+            middleware=middleware,
+            method=method,
+            suggestion=suggestion,
+        )
 
 
 class ProviderPackageError(MiddlewareConfigError, ImportError):

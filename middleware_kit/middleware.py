@@ -24,7 +24,7 @@ from langgraph.runtime import Runtime
 from typing_extensions import TypeVar
 
 from middleware_kit._compat import StateLike
-from middleware_kit.errors import MiddlewareConfigError
+from middleware_kit.errors import HookNameError
 from middleware_kit.flow import ModelCallFlowHooks, ToolCallFlowHooks, WrapModelCallHook, WrapToolCallHook
 from middleware_kit.hooks import (
     GUARDS,
@@ -60,32 +60,6 @@ __all__ = [
     "defined_hooks",
     "hook_facts",
 ]
-
-class HookNameError(MiddlewareConfigError):
-    """A middleware defines a method whose name is close to a hook's (``before_modle``, ``awrap_tool_cal``): the
-    engine only calls hooks by their exact names, so its logic would never run. Found by ``create_agent``.
-
-    Attributes:
-        method: The method's name (also ``.hook``).
-        suggestion: The hook it resembles.
-    """
-
-    def __init__(self, message: str, *, middleware: str, method: str, suggestion: str) -> None:
-        super().__init__(message, middleware=middleware, hook=method)
-        self.method = method
-        self.suggestion = suggestion
-
-    @classmethod
-    def near_miss(cls, middleware: str, owner: str, method: str, suggestion: str) -> HookNameError:
-        return cls(
-            f"{middleware}: {owner}.{method} is not a hook, so the agent would never call it; did you mean "
-            f"{suggestion!r}? Rename it to {suggestion}, or, if the name is deliberate, list it on the class: "
-            f"not_hooks = ({method!r},).",
-            middleware=middleware,
-            method=method,
-            suggestion=suggestion,
-        )
-
 
 StateT = TypeVar("StateT", bound=AgentState[Any], default=AgentState[Any])
 """The state schema a middleware reads (``AgentMiddleware[MyState]``)."""
