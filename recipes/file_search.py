@@ -4,7 +4,8 @@ What it shows
     ``FilesystemFileSearchMiddleware(root_path=...)`` over a small repository that also contains a symlink to a
     directory outside it (as checkouts and build trees often do). The scripted model globs for Python files, greps
     for ``TODO`` with line numbers, then tries to read outside the root three ways (``..``, an absolute host path and
-    the symlink). The recipe checks the findings and that every escape was refused, and prints the tools' events.
+    the symlink). The recipe checks the findings and that every escape was refused (the model reads an empty
+    result, the application gets the reason in the tool's event), and prints the tools' events.
 
 When to use it
     Code-review, support and documentation agents that must find things in one tree without shell access.
@@ -61,9 +62,13 @@ def main() -> None:
         "/README.md:3:TODO write docs",
         "/src/api.py:2:    # TODO validate input",
     ]
-    assert "outside the search root" in answers["dotdot"]
-    assert "does not exist" in answers["absolute"]
-    assert "directory symlink" in answers["symlink"]
+    # As in LangChain, the model reads an empty result for a path it may not search; the reason goes to the
+    # application, in the tool's event.
+    assert (answers["dotdot"], answers["absolute"], answers["symlink"]) == (
+        "No matches found", "No matches found", "No files found")
+    refused = [e["refused"] for e in events if "refused" in e]
+    assert "outside the search root" in refused[0] and "does not exist" in refused[1]
+    assert "directory symlink" in refused[2]
     assert "hunter2" not in str(final) and len(events) == 5
     print("OK: found 2 files and 2 TODOs; 3 escape attempts refused")
 
