@@ -207,13 +207,15 @@ def bind_model(
 
     With a tool strategy and no explicit ``tool_choice``, tool use is forced (``"any"``), as in LangChain v1: the
     model answers by calling the structured tool rather than in free text. A provider strategy binds its
-    ``response_format`` (and ``strict=True`` for OpenAI-compatible chat-completions models, as LangChain does).
+    ``response_format`` (and, with tools, ``bind_tools(strict=True)`` for OpenAI-compatible chat-completions models,
+    as LangChain does; without tools the schema's own ``strict`` says it: a ``strict`` keyword bound on the model
+    would reach the OpenAI client, which rejects it).
     """
     kwargs: dict[str, Any] = {}
     all_tools: list[Any] = list(tools)
     if isinstance(strategy, ProviderStrategy):
         kwargs.update(strategy.to_model_kwargs())
-        if _openai_chat_completions(chat):
+        if tools and _openai_chat_completions(chat):
             kwargs["strict"] = True
     elif strategy is not None:
         all_tools.extend(strategy.tools)

@@ -288,3 +288,33 @@ async def test_pii_holds_back_an_address_in_astream_messages(provider: ProviderD
             final = part
     assert "jane.doe" not in streamed and "example.com" not in streamed
     assert final is not None and final["messages"][-1].text == "Mail [REDACTED_EMAIL] or call."
+
+
+@SESSION_LOOP
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("responses_api", [False, True])
+async def test_structured_output_with_openais_native_json_mode(
+    provider: ProviderDouble, responses_api: bool, mode: str
+) -> None:
+    from middleware_kit.structured_output import ProviderStrategy
+
+    provider.script(Reply(text='{"city": "Paris", "sunny": true}'))
+    model = openai_model(provider, use_responses_api=responses_api)
+    result = await run(create_agent(model, response_format=ProviderStrategy(Weather)), mode, ASK)
+    assert result["structured_response"] == Weather(city="Paris", sunny=True)
+    (body,) = provider.bodies()
+    # The provider was asked for its JSON mode with the schema, and offered no structured-output tool.
+    wire = body.get("response_format") or body.get("text", {}).get("format")
+    assert wire is not None and "json_schema" in json.dumps(wire) and "sunny" in json.dumps(wire)
+    assert "Weather" not in json.dumps(body.get("tools") or [])
+
+
+@SESSION_LOOP
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_bare_schema_picks_the_native_mode_for_a_model_that_has_it(provider: ProviderDouble, mode: str) -> None:
+    # LangChain 1.5's AutoStrategy: gpt-4.1 has native structured output, so the schema goes as response_format.
+    provider.script(Reply(text='{"city": "Rome", "sunny": false}'))
+    result = await run(create_agent(openai_model(provider, model="gpt-4.1"), response_format=Weather), mode, ASK)
+    assert result["structured_response"] == Weather(city="Rome", sunny=False)
+    (body,) = provider.bodies()
+    assert "json_schema" in json.dumps(body.get("response_format"))
