@@ -83,8 +83,12 @@ class Router:
         if i >= 0 and structured_answered(messages, i):  # the structured answer came with regular calls
             return self.layout.end_entry
         if i >= 0 and self.return_direct:
-            ran = {m.tool_call_id for m in messages[i + 1 :] if isinstance(m, ToolMessage)}
-            if any(c["name"] in self.return_direct and c["id"] in ran for c in messages[i].tool_calls):
+            # decided by the tool that ran (the ToolMessage's name; the call's when the answer has none): a reviewer
+            # may have run another tool in place of the call the AIMessage records
+            called = {c["id"]: c["name"] for c in messages[i].tool_calls}
+            ran = (m.name or called[m.tool_call_id] for m in messages[i + 1 :]
+                   if isinstance(m, ToolMessage) and m.tool_call_id in called)
+            if any(name in self.return_direct for name in ran):
                 return self.layout.end_entry
         return self.layout.loop_entry
 

@@ -186,7 +186,7 @@ def check(result: Any, state: Any, interactive: bool) -> None:
     answers = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
     if answers != {c["id"] for c in calling.tool_calls}:
         raise SystemExit("every call must have exactly one answer")
-    review = calling.response_metadata["human_review"]
+    review = state.values["human_review"]  # the audit trail: in the thread's private state, not in a message
     if set(review) != {"call_restart", "call_delete"} or "read_logs" not in names:
         raise SystemExit(f"only the risky calls are reviewed, the safe one runs: {review}, {RAN}")
     if not interactive and sorted(names) != ["delete_volume", "read_logs", "restart_service"]:

@@ -232,20 +232,23 @@ def _hitl_agent(mode: str) -> tuple[Any, list[str]]:
     return create_agent(model, [send_email, read_file], middleware=[hitl], checkpointer=InMemorySaver()), ran
 
 
-def test_hitl_edit_replaces_the_call_in_the_ai_message() -> None:
-    # LangChain 1.5 keeps the model's own call in the AIMessage and runs the reviewer's in its place (a private state
-    # key); here the AIMessage shows the call that ran (the request is kept in response_metadata). The ToolMessage
-    # starts with LangChain's edit notice in both.
+def test_hitl_edit_keeps_the_models_call_in_the_ai_message() -> None:
+    # As LangChain 1.5 (no longer a difference): the AIMessage keeps the model's own call, the reviewer's runs in its
+    # place, and the ToolMessage starts with LangChain's edit notice naming what ran. Ours on top: the audit trail
+    # (requested and executed calls, every decision) is kept in the thread's private state, never in the message.
     agent, ran = _hitl_agent("batched")
     config: Any = {"configurable": {"thread_id": "edit"}}
     agent.invoke(Q, config)
     edit = {"type": "edit", "edited_action": {"name": "send_email", "args": {"to": "bob"}}}
     out = agent.invoke(Command(resume={"decisions": [edit, {"type": "approve"}]}), config)
     ai = out["messages"][1]
-    assert ai.tool_calls[0]["args"] == {"to": "bob"}
-    assert ai.response_metadata["human_review"]["c_1"]["requested"]["args"] == {"to": "alice"}
+    assert ai.tool_calls[0]["args"] == {"to": "alice"}
+    assert "human_review" not in ai.response_metadata
+    review = agent.get_state(config).values["human_review"]["c_1"]
+    assert (review["requested"]["args"], review["executed"]["args"]) == ({"to": "alice"}, {"to": "bob"})
     answer = next(m for m in out["messages"] if getattr(m, "tool_call_id", None) == "c_1")
     assert answer.content.startswith("Note: a human reviewer replaced this tool call before it ran.")
+    assert 'Executed instead: send_email with arguments {"to": "bob"}.' in answer.content
     assert sorted(ran) == ["read_file(y.txt)", "send_email(bob)", "send_email(carol)"]
 
 

@@ -90,6 +90,8 @@ def test_edit(run: Runner) -> None:
     result = run(agent, Command(resume={"decisions": [edited]}), config=CONFIG)
     answers = [m for m in result["messages"] if isinstance(m, ToolMessage)]
     assert len(answers) == 1 and "wrote b.txt" in str(answers[0].content)
+    assert result["messages"][1].tool_calls[0]["args"] == {"path": "a.txt", "content": "x"}  # the model's call stays
+    assert "Executed instead: write_file" in str(answers[0].content)
 
 
 def test_reject_adds_the_message_as_feedback(run: Runner) -> None:

@@ -185,7 +185,8 @@ def test_approve_runs_the_call_once(run: Runner, kit: Kit, mode_: Mode) -> None:
     assert kit.ran == [("send_email", {"to": "ann@example.com", "body": "hi"})]
     assert [m.content for m in out["messages"][2:]] == ["sent to ann@example.com", "done"]
     assert out["messages"][1].tool_calls == [EMAIL]
-    assert out["messages"][1].response_metadata["human_review"] == {  # an audit trail: approvals are recorded too
+    assert "human_review" not in out["messages"][1].response_metadata  # the AIMessage is returned unchanged
+    assert agent.get_state(config()).values["human_review"] == {  # an audit trail in the thread: approvals too
         "c_email": {"decision": "approve", "middleware": "HumanInTheLoopMiddleware"}
     }
     assert model.call_count == 2  # the model never re-runs on resume
@@ -201,9 +202,11 @@ def test_edit_runs_the_reviewers_call_and_the_model_is_told(run: Runner, kit: Ki
     out = resume_all(run, agent, lambda r: {"type": "edit", "edited_action": edited})
     assert kit.ran == [("send_email", {"to": "bob@example.com", "body": "hello"})]
     ai, result = out["messages"][1], out["messages"][2]
-    assert ai.tool_calls == [{**edited, "id": "c_email", "type": "tool_call"}]  # what ran is what the history shows
-    assert ai.response_metadata["human_review"]["c_email"]["requested"] == {
-        "name": "send_email", "args": {"to": "ann@example.com", "body": "hi"}
+    assert ai.tool_calls == [EMAIL]  # as LangChain 1.5: the history keeps what the model asked for
+    assert agent.get_state(config()).values["human_review"]["c_email"] == {
+        "decision": "edit", "middleware": "HumanInTheLoopMiddleware",
+        "requested": {"name": "send_email", "args": {"to": "ann@example.com", "body": "hi"}},
+        "executed": edited,
     }
     assert result.tool_call_id == "c_email" and result.status == "success"
     assert result.content.startswith("Note: a human reviewer replaced this tool call before it ran.")  # LangChain's
@@ -236,7 +239,43 @@ def test_edit_may_switch_to_another_offered_tool(run: Runner, kit: Kit) -> None:
     assert kit.ran == [("add", {"a": 2, "b": 3})]
     assert out["messages"][2].name == "add"
     assert 'Executed instead: add with arguments {"a": 2, "b": 3}.' in out["messages"][2].content
-    assert out["messages"][1].response_metadata["human_review"]["c_delete"]["requested"]["name"] == "delete_file"
+    assert out["messages"][1].tool_calls == [DELETE]  # the model's call stays in the history
+    assert agent.get_state(config()).values["human_review"]["c_delete"]["requested"]["name"] == "delete_file"
+
+
+def test_return_direct_is_decided_by_the_tool_that_ran(run: Runner) -> None:
+    @tool(return_direct=True)
+    def finish(answer: str) -> str:
+        """Finish with an answer."""
+        return f"final: {answer}"
+
+    @tool
+    def draft(text: str) -> str:
+        """Draft a text."""
+        return f"draft: {text}"
+
+    model = ScriptedChatModel([AIMessage("", tool_calls=[tool_call("draft", {"text": "x"}, id="c_d")]), "more"])
+    agent = create_agent(model, [finish, draft], middleware=[HumanInTheLoopMiddleware({"draft": True})],
+                         checkpointer=InMemorySaver())
+    run(agent, {"messages": [HumanMessage("go")]}, config=config())
+    edit = {"type": "edit", "edited_action": {"name": "finish", "args": {"answer": "y"}}}
+    out = run(agent, Command(resume={"decisions": [edit]}), config=config())
+    assert out["messages"][1].tool_calls[0]["name"] == "draft"  # the model's call stays in the history
+    assert out["messages"][-1].name == "finish" and str(out["messages"][-1].content).endswith("final: y")
+    assert model.call_count == 1  # the tool that ran returns directly
+
+
+def test_a_reused_call_id_does_not_replay_an_earlier_edit(run: Runner, kit: Kit) -> None:
+    model = ScriptedChatModel([AIMessage("", tool_calls=[tool_call("delete_file", {"path": "/a"}, id="c_1")]),
+                               AIMessage("", tool_calls=[tool_call("add", {"a": 1, "b": 2}, id="c_1")]), "done"])
+    agent = create_agent(model, kit.tools, middleware=[HumanInTheLoopMiddleware({"delete_file": True})],
+                         checkpointer=InMemorySaver())
+    run(agent, {"messages": [HumanMessage("go")]}, config=config())
+    edit = {"type": "edit", "edited_action": {"name": "delete_file", "args": {"path": "/b"}}}
+    out = run(agent, Command(resume={"decisions": [edit]}), config=config())
+    assert kit.ran == [("delete_file", {"path": "/b"}), ("add", {"a": 1, "b": 2})]
+    assert "Executed instead" not in str(out["messages"][-2].content)
+    assert agent.get_state(config()).values.get("hitl_edits") == {}
 
 
 @pytest.mark.parametrize("mode_", MODES)
@@ -758,14 +797,14 @@ def test_two_instances_review_their_own_tools(run: Runner, kit: Kit) -> None:
     assert sorted(kit.ran) == [
         ("delete_file", {"path": "/tmp/y"}), ("send_email", {"to": "ann@example.com", "body": "hi"})
     ]
-    review = out["messages"][1].response_metadata["human_review"]
+    review = agent.get_state(config()).values["human_review"]
     assert (review["c_email"]["middleware"], review["c_delete"]["middleware"]) == ("mail_review", "file_review")
     notes = [m.content.count("Executed instead:") for m in out["messages"] if isinstance(m, ToolMessage)]
     assert sorted(notes) == [0, 1]  # annotated once, by the instance that edited it
     assert agent.get_state(config()).values.get("human_in_the_loop_pending") == {}
 
 
-def test_edit_keeps_provider_content_blocks_in_step(run: Runner, kit: Kit) -> None:
+def test_edit_leaves_provider_content_blocks_alone(run: Runner, kit: Kit) -> None:
     blocks: list[str | dict[Any, Any]] = [{"type": "text", "text": "Sending."},
               {"type": "tool_use", "id": "c_email", "name": "send_email", "input": {"to": "ann@example.com",
                                                                                        "body": "hi"}}]
@@ -775,8 +814,8 @@ def test_edit_keeps_provider_content_blocks_in_step(run: Runner, kit: Kit) -> No
     run(agent, {"messages": [HumanMessage("go")]}, config=config())
     edit = {"type": "edit", "edited_action": {"name": "send_email", "args": {"to": "b@example.com", "body": "x"}}}
     out = run(agent, Command(resume={"decisions": [edit]}), config=config())
-    assert out["messages"][1].content[1]["input"] == {"to": "b@example.com", "body": "x"}
-    assert out["messages"][1].content[0] == blocks[0]
+    assert out["messages"][1].content == blocks  # the model's message is not rewritten: its blocks stay as they were
+    assert out["messages"][1].tool_calls == [EMAIL]
 
 
 # -- unit level, LangChain style (patched interrupt, hooks called directly) ------------------------------------
@@ -813,7 +852,9 @@ async def test_async_hook_with_patched_interrupt() -> None:
     with patch.object(hitl_module, "interrupt", return_value=edit):
         result = await hitl.aafter_model(ai_state(EMAIL), make_runtime())
     assert result is not None
-    assert result["messages"][0].tool_calls[0]["args"] == {"to": "b@b.b", "body": "x"}
+    assert result["messages"][0].tool_calls == [EMAIL]  # the model's call stays; the reviewer's is kept privately
+    assert result["hitl_edits"]["c_email"] == {"name": "send_email", "args": {"to": "b@b.b", "body": "x"},
+                                               "middleware": "HumanInTheLoopMiddleware"}
 
 
 @pytest.mark.parametrize(

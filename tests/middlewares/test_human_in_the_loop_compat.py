@@ -105,10 +105,10 @@ def test_when_request_runtime_is_a_tool_runtime(run: Runner) -> None:
 @pytest.mark.parametrize(
     ("edit_notice", "expected"),
     [
-        # LangChain 1.5's form: the notice, what ran, then the tool's response. The notice says the message holds
-        # the reviewer's call: true here (the AIMessage shows the call that ran), unlike LangChain's wording.
+        # LangChain 1.5's form and wording: the notice, what ran, then the tool's response (the AIMessage keeps
+        # the model's call, as there).
         (DEFAULT_EDIT_NOTICE, "Note: a human reviewer replaced this tool call before it ran. The call recorded in "
-                              "your message is the reviewer's, not the one you produced. This was intentional "
+                              "your message is the one you produced, not the one that executed. This was intentional "
                               'and authorized. Do not re-issue your original call. Executed instead: send_email with '
                               'arguments {"to": "bob@example.com", "body": "yo"}.\n\nTool response:\n'
                               "sent to bob@example.com"),
@@ -331,7 +331,8 @@ def test_get_config_is_looked_up_in_the_middleware_module_at_call_time() -> None
     config.assert_called()
     assert seen == [{"tags": ["x"]}]
     assert result is not None and result["messages"][0].tool_calls == [EMAIL]
-    assert result["messages"][0].response_metadata["human_review"]["c_email"]["decision"] == "approve"  # ours
+    assert result["messages"][0] == _ai_state()["messages"][-1]  # unchanged, as in LangChain 1.5
+    assert result["human_review"]["c_email"]["decision"] == "approve"  # ours: the audit trail, in private state
 
 
 @pytest.mark.parametrize("interrupt_mode", ["batched", "per_call"])

@@ -149,7 +149,7 @@ def test_an_answer_after_the_deadline_is_a_rejection_saying_the_approval_expired
         "The approval of the tool call for `send_email` with id c_email expired at 2027-01-15T08:05:00Z before a "
         "human reviewer decided. It was not executed."
     )
-    assert out["messages"][1].response_metadata["human_review"]["c_email"] == {
+    assert agent.get_state(cfg()).values["human_review"]["c_email"] == {
         "decision": "reject", "middleware": "HumanInTheLoopMiddleware", "expired": True}
     assert out["messages"][-1].content == "answer 0"
     assert_paired(out["messages"])
@@ -255,7 +255,7 @@ def test_one_job_run_resolves_every_call_of_a_per_call_turn(kit: Kit) -> None:
     state = agent.get_state(cfg())
     assert state.interrupts == () and kit.ran == []
     assert_paired(state.values["messages"])
-    review = state.values["messages"][1].response_metadata["human_review"]
+    review = state.values["human_review"]
     assert {k: v["expired"] for k, v in review.items()} == {"c_email": True, "c_delete": True}
 
 

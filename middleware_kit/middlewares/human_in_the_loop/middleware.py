@@ -14,10 +14,11 @@
 3. **Expiry**: when the deadline has passed at the moment the last decision of the turn arrives (or when
    :func:`expire_pending_approvals` resumes with ``{"expired": True}``), every reviewed call of the turn gets its
    ``on_timeout`` decision and the model is told the approval expired.
-4. **The model sees what ran**: an edited call replaces the original in the ``AIMessage`` (same id and position), the
-   original request is kept in ``response_metadata["human_review"]``, and the tool's ``ToolMessage`` starts with a
-   note naming what ran and what was requested (``edit_notice``). Rejected calls keep their place and get an error
-   ``ToolMessage``, so tool-call pairing holds.
+4. **The history keeps what the model asked for** (as LangChain 1.5): the ``AIMessage`` is never changed. An edited
+   call's reviewer version is kept in private state (``hitl_edits``) and run in its place by ``before_tool``; its
+   ``ToolMessage`` (named after the tool that ran) starts with a note naming what ran (``edit_notice``). Every
+   decision is recorded in private state (``human_review``), in the thread, never in a message. Rejected calls get an
+   error ``ToolMessage``, so tool-call pairing holds.
 """
 
 from __future__ import annotations
@@ -120,12 +121,11 @@ _REEXPORTED = (AgentState, PrivateStateAttr, ResponseT, StateT, get_runtime, Too
 PENDING = "human_in_the_loop_pending"
 _EDIT_FIELDS = {"name": "", "args": "", "requested_name": "", "requested_args": ""}
 DEFAULT_EDIT_NOTICE = (
-    "Note: a human reviewer replaced this tool call before it ran. The call recorded in your message is the "
-    "reviewer's, not the one you produced. This was intentional and authorized. Do not re-issue your original call."
+    "Note: a human reviewer replaced this tool call before it ran. The call recorded in your message is the one you "
+    "produced, not the one that executed. This was intentional and authorized. Do not re-issue your original call."
 )
-"""The default ``edit_notice`` text (followed by "Executed instead: <name> with arguments <json>."). LangChain 1.5's
-says the opposite about the recorded call, because there the ``AIMessage`` keeps the model's call; here it holds the
-reviewer's (the call that ran), so the note says so."""
+"""The default ``edit_notice`` text (followed by "Executed instead: <name> with arguments <json>."), LangChain 1.5's:
+the ``AIMessage`` keeps the model's call, the reviewer's runs in its place."""
 _TEMPLATE_FIELDS = ("{name}", "{args}", "{requested_name}", "{requested_args}")
 
 
@@ -308,7 +308,10 @@ class HumanInTheLoopMiddleware(ModelCallFlowHooks, FrozenConfig, AgentMiddleware
 
     def _review(self, state: Any, runtime: Any) -> dict[str, Any] | None:
         gates, record = self._gates(state, runtime)
-        cleared = {PENDING: {self.name: None}} if record is not None else {}
+        cleared: dict[str, Any] = {PENDING: {self.name: None}} if record is not None else {}
+        stale = {k: None for k, v in (state.get("hitl_edits") or {}).items() if v.get("middleware") == self.name}
+        if stale:  # the edits of an earlier turn (its calls all ran): a reused call id must not replay one
+            cleared["hitl_edits"] = stale
         if not gates:
             return cleared or None
         if self.interrupt_mode == "per_call":
@@ -330,7 +333,10 @@ class HumanInTheLoopMiddleware(ModelCallFlowHooks, FrozenConfig, AgentMiddleware
             self._emit(runtime, "approval_expired", gates, outcomes, deadline=deadline)
         else:
             self._emit(runtime, "decisions_received", gates, outcomes)
-        return {**self._apply(state, outcomes, deadline), **cleared}
+        applied = self._apply(state, outcomes, deadline)
+        if stale:
+            applied["hitl_edits"] = {**stale, **applied.get("hitl_edits", {})}
+        return {**cleared, **applied}
 
     def _require_ids(self, gates: Sequence[Gate]) -> None:
         """Per call, a reviewed call is answered by its id: one without (None) cannot be reviewed, nor run."""
@@ -415,42 +421,59 @@ class HumanInTheLoopMiddleware(ModelCallFlowHooks, FrozenConfig, AgentMiddleware
 
     # -- applying the decisions ---------------------------------------------------------------------------------
     def _apply(self, state: Any, outcomes: Sequence[Outcome], deadline: float | None) -> dict[str, Any]:
-        messages = state["messages"]
-        ai = cast(AIMessage, messages[last_ai_index(messages)])
-        by_id = {o.gate.call["id"]: o for o in outcomes}
-        calls: list[ToolCall] = []
-        answers: list[ToolMessage] = []
+        """The ``AIMessage`` (unchanged: it keeps the model's calls) and the answers of rejected calls; the audit
+        trail and the edits in private state."""
         record: dict[str, Any] = {}
-        edits: dict[str, ToolCall] = {}
-        for call in ai.tool_calls:
-            outcome = by_id.get(call["id"])
-            if outcome is None:
-                calls.append(call)
-                continue
+        edits: dict[str, Any] = {}
+        answers: list[ToolMessage] = []
+        for outcome in outcomes:
+            call = outcome.gate.call
+            call_id = str(call["id"])
             entry: dict[str, Any] = {"decision": outcome.kind, "middleware": self.name}
             if outcome.expired:
                 entry["expired"] = True
-            calls.append(outcome.call)
             if outcome.kind == "edit":
-                entry["requested"] = {"name": call["name"], "args": call["args"]}
-                edits[str(call["id"])] = outcome.call
+                executed = {"name": outcome.call["name"], "args": dict(outcome.call["args"])}
+                entry["requested"] = {"name": call["name"], "args": dict(call["args"])}
+                entry["executed"] = executed
+                edits[call_id] = {**executed, "middleware": self.name}
             elif outcome.kind in ("reject", "respond"):
                 answers.append(_answer(call, outcome, deadline))
-            record[str(call["id"])] = entry  # approvals too: the history is an audit trail of every review
-        metadata = dict(ai.response_metadata)
-        metadata["human_review"] = {**(metadata.get("human_review") or {}), **record}
-        update: dict[str, Any] = {"tool_calls": calls, "response_metadata": metadata}
-        if edits and isinstance(ai.content, list):
-            update["content"] = _rewrite_blocks(ai.content, edits)
-        return {"messages": [ai.model_copy(update=update), *answers]}
+            record[call_id] = entry  # approvals too: the thread keeps an audit trail of every review
+        messages = state["messages"]
+        ai = messages[last_ai_index(messages)]  # unchanged, as LangChain 1.5 returns it
+        update: dict[str, Any] = {"messages": [ai, *answers], "human_review": record}
+        if edits:
+            update["hitl_edits"] = edits
+        return update
+
+    # -- before_tool: run the reviewer's call ----------------------------------------------------------------------
+    def _swap(self, request: ToolCallRequest) -> ToolCallRequest | None:
+        edit = _edit_of(request.state, request.tool_call.get("id"))
+        if edit is None or edit.get("middleware") != self.name:
+            return None
+        call = ToolCall(name=edit["name"], args=dict(edit["args"]), id=request.tool_call.get("id"), type="tool_call")
+        tool = request.tool
+        if edit["name"] != request.tool_call["name"]:
+            offered = getattr(request.runtime, "tools", None) or ()
+            tool = next((t for t in offered if getattr(t, "name", None) == edit["name"]), None)
+        return request.override(tool_call=call, tool=tool)
+
+    def before_tool(self, request: ToolCallRequest) -> ToolCallRequest | None:
+        """Run the reviewer's call in place of an edited one (the ``AIMessage`` keeps the model's)."""
+        return self._swap(request)
+
+    async def abefore_tool(self, request: ToolCallRequest) -> ToolCallRequest | None:
+        """Async entry point of :meth:`before_tool` (the same code, without a thread hop)."""
+        return self._swap(request)
 
     # -- after_tool: tell the model what ran --------------------------------------------------------------------
     def _annotate(self, request: ToolCallRequest, result: ToolResult) -> ToolResult | None:
         if self.edit_notice is False or self.edit_notice is None or self.edit_notice == "":
             return None
         call_id = request.tool_call.get("id")
-        entry = _review_entry(request.state, call_id)
-        if entry is None or entry.get("decision") != "edit" or entry.get("middleware") != self.name:
+        edit, entry = _edit_of(request.state, call_id), _review_entry(request.state, call_id)
+        if edit is None or entry is None or edit.get("middleware") != self.name or entry.get("decision") != "edit":
             return None
         requested = entry.get("requested") or {}
         text = DEFAULT_EDIT_NOTICE if self.edit_notice is True else self.edit_notice
@@ -603,26 +626,17 @@ def _with_note(message: ToolMessage, note: Callable[[bool], str]) -> ToolMessage
     return message.model_copy(update={"content": [{"type": "text", "text": text}, *content]})
 
 
-def _rewrite_blocks(content: list[Any], edits: Mapping[str, ToolCall]) -> list[Any]:
-    """Keep provider content blocks (``tool_use``/``tool_call``) in step with edited calls."""
-    blocks: list[Any] = []
-    for block in content:
-        if isinstance(block, dict) and block.get("type") in ("tool_use", "tool_call") and block.get("id") in edits:
-            call = edits[block["id"]]
-            block = {**block, "name": call["name"], ("input" if block["type"] == "tool_use" else "args"): call["args"]}
-        blocks.append(block)
-    return blocks
+def _private(state: Any, key: str, call_id: Any) -> dict[str, Any] | None:
+    entries = state.get(key) if isinstance(state, Mapping) else None
+    entry = (entries or {}).get(call_id) if call_id is not None else None
+    return entry if isinstance(entry, dict) else None
 
 
 def _review_entry(state: Any, call_id: Any) -> dict[str, Any] | None:
-    """The review record of ``call_id`` on the ``AIMessage`` that made the call."""
-    messages = state.get("messages") if isinstance(state, Mapping) else None
-    if not messages or call_id is None:
-        return None
-    for message in reversed(messages):
-        if isinstance(message, AIMessage) and message.tool_calls:
-            if not any(c.get("id") == call_id for c in message.tool_calls):
-                return None
-            entry = (message.response_metadata.get("human_review") or {}).get(call_id)
-            return entry if isinstance(entry, dict) else None
-    return None
+    """The review record of ``call_id`` (private state ``human_review``)."""
+    return _private(state, "human_review", call_id)
+
+
+def _edit_of(state: Any, call_id: Any) -> dict[str, Any] | None:
+    """The reviewer's call for ``call_id``, if it was edited (private state ``hitl_edits``)."""
+    return _private(state, "hitl_edits", call_id)

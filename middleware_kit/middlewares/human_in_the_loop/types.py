@@ -271,3 +271,8 @@ class HumanInTheLoopState(AgentState):
 
     human_in_the_loop_pending: NotRequired[Annotated[dict[str, Any], PrivateStateAttr, merge_pending]]
     """Per middleware name, how the calls of the newest ``AIMessage`` are reviewed (cleared once decided)."""
+    human_review: NotRequired[Annotated[dict[str, Any], PrivateStateAttr, merge_pending]]
+    """The audit trail, by tool-call id: every decision (``decision``, ``middleware``, ``expired``; an edit's
+    ``requested`` and ``executed`` calls). In the thread, never in a message."""
+    hitl_edits: NotRequired[Annotated[dict[str, Any], PrivateStateAttr, merge_pending]]
+    """By tool-call id: the call the reviewer put in place of the model's (``name``, ``args``, ``middleware``)."""
