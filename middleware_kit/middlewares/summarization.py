@@ -54,7 +54,7 @@ from langgraph.runtime import Runtime
 
 from middleware_kit import models
 from middleware_kit.agent_defaults import AgentDefaults, current_agent
-from middleware_kit.drive import Flow, Step, run_async, run_sync
+from middleware_kit.drive import Step, Steps, run_async, run_sync
 from middleware_kit.errors import MiddlewareConfigError, MiddlewareError
 from middleware_kit.internal_calls import internal_call_metadata
 from middleware_kit.middleware import AgentMiddleware
@@ -618,7 +618,7 @@ class SummarizationMiddleware(FrozenConfig, AgentMiddleware):
             raise ValueError(f"{self.name}: the summarizer returned an empty summary; history was left untouched.")
         return text.strip()
 
-    def _summarize(self, plan: _Plan) -> Flow[str]:
+    def _summarize(self, plan: _Plan) -> Steps[str]:
         """The summary, as steps (the summarizer's call is the one whose mode differs)."""
         payload, config = self._summarizer_input(plan)
         summarizer = self.summary_model if self.summarizer is None else self.summarizer
@@ -687,7 +687,7 @@ class SummarizationMiddleware(FrozenConfig, AgentMiddleware):
         defaults = current_agent() or _NO_DEFAULTS
         return defaults.request(messages, state=state, runtime=runtime, model=self.model)
 
-    def _summarizing(self, state: Any, runtime: Runtime[Any] | None) -> Flow[dict[str, Any] | None]:
+    def _summarizing(self, state: Any, runtime: Runtime[Any] | None) -> Steps[dict[str, Any] | None]:
         """Both hooks' one body, as steps a sync or an async driver runs (:mod:`middleware_kit.drive`): the
         summarizer's call (it may be async) is the step whose mode differs."""
         request = self.request_for(state, runtime)
