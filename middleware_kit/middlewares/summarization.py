@@ -36,6 +36,7 @@ from typing import Any, Literal, TypeAlias, cast
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import (
+    AIMessage,
     AnyMessage,
     BaseMessage,
     HumanMessage,
@@ -579,6 +580,82 @@ class SummarizationMiddleware(FrozenConfig, AgentMiddleware):
         if not older:
             return None  # nothing new to summarize
         return _Plan(previous, older, kept, tokens)
+
+    # -- LangChain's private helpers, for libraries built on it ----------------------------------------------------
+    # deepagents builds LangChain's SummarizationMiddleware as a helper and calls these; each is a thin adapter over
+    # the logic above, with LangChain 1.5's meaning (the whole-request trigger of _plan is ours; these count what the
+    # caller passes).
+    @property
+    def _trigger_clauses(self) -> list[dict[str, float]]:
+        """The trigger as LangChain's clauses: ``[{"tokens": 3000}, {"messages": 10, "tokens": 500}]`` (any clause,
+        all of its thresholds); empty for a trigger given as a function."""
+        return [dict(clause) for clause in self._trigger or ()]
+
+    def _get_profile_limits(self, model: BaseChatModel | None = None) -> int | None:
+        """``profile["max_input_tokens"]`` of ``model`` (default: this middleware's), or None."""
+        return _max_input_tokens(model if model is not None else self.model)
+
+    def _partial_token_counter(self, messages: Sequence[BaseMessage]) -> int:
+        """Tokens of a part of the conversation (no usage-metadata scaling)."""
+        return self._count(messages, whole=False)
+
+    def _should_summarize_based_on_reported_tokens(self, messages: Sequence[BaseMessage], threshold: float) -> bool:
+        """Whether the newest ``AIMessage``'s reported usage (``usage_metadata["total_tokens"]``) reaches
+        ``threshold``."""
+        last = next((m for m in reversed(messages) if isinstance(m, AIMessage)), None)
+        usage = getattr(last, "usage_metadata", None) or {}
+        return bool(usage) and float(usage.get("total_tokens", 0)) >= threshold
+
+    def _should_summarize(self, messages: Sequence[BaseMessage], total_tokens: int) -> bool:
+        """Whether a trigger clause holds for ``messages`` counted as ``total_tokens`` (or as their reported usage)."""
+        window = self._get_profile_limits()
+        for clause in self._trigger_clauses:
+            if all(self._clause_holds(kind, value, messages, total_tokens, window) for kind, value in clause.items()):
+                return True
+        return False
+
+    def _clause_holds(
+        self, kind: str, value: float, messages: Sequence[BaseMessage], total: int, window: int | None
+    ) -> bool:
+        if kind == "messages":
+            return len(messages) >= value
+        if kind == "fraction":
+            if window is None:
+                return False
+            value = max(int(window * value), 1)
+        return total >= value or self._should_summarize_based_on_reported_tokens(messages, value)
+
+    def _determine_cutoff_index(self, messages: Sequence[AnyMessage]) -> int:
+        """Where to cut ``messages`` for ``keep`` (a tool call stays with its answers)."""
+        kind, value = self._keep if self._keep is not None else ("messages", _DEFAULT_MESSAGES_TO_KEEP)
+        window = self._get_profile_limits()
+        if kind != "messages" and (kind == "tokens" or window is not None):
+            budget, cut, used = self._limit(kind, value, window, "keep"), len(messages), 0
+            while cut > 0 and used + (cost := self._count_one(messages[cut - 1])) <= budget:
+                used += cost
+                cut -= 1
+            return _safe_cut(messages, cut)
+        keep = int(value) if kind == "messages" else _DEFAULT_MESSAGES_TO_KEEP
+        return _safe_cut(messages, len(messages) - keep)
+
+    @staticmethod
+    def _partition_messages(
+        conversation_messages: Sequence[AnyMessage], cutoff_index: int
+    ) -> tuple[list[AnyMessage], list[AnyMessage]]:
+        """``(to summarize, to keep)``."""
+        return list(conversation_messages[:cutoff_index]), list(conversation_messages[cutoff_index:])
+
+    def _create_summary(self, messages_to_summarize: Sequence[AnyMessage]) -> str:
+        """The summary of ``messages_to_summarize`` (LangChain's text for none)."""
+        if not messages_to_summarize:
+            return "No previous conversation history."
+        return run_sync(self._summarize(_Plan(None, list(messages_to_summarize), [], 0)))
+
+    async def _acreate_summary(self, messages_to_summarize: Sequence[AnyMessage]) -> str:
+        """Async twin of :meth:`_create_summary` (the same steps)."""
+        if not messages_to_summarize:
+            return "No previous conversation history."
+        return await run_async(self._summarize(_Plan(None, list(messages_to_summarize), [], 0)))
 
     # -- summarizing ---------------------------------------------------------------------------------------------
     def _trimmed(self, messages: list[AnyMessage]) -> list[AnyMessage]:

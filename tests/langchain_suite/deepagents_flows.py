@@ -64,7 +64,7 @@ async def test_files_are_written_and_read_back(mode: str) -> None:
     assert len(read) == 1 and "buy milk" in str(read[0].content)
     # The model saw deepagents' filesystem tools.
     offered = set(model.calls[0].tools)
-    assert {"write_file", "read_file", "ls", "edit_file", "task", "write_todos"} <= offered
+    assert {"write_file", "read_file", "ls", "edit_file", "task"} <= offered
 
 
 @pytest.mark.parametrize("mode", MODES)

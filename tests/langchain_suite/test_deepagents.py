@@ -13,4 +13,4 @@ def test_deepagents_flows(tmp_path: Path) -> None:
     result = suite.run_deepagents_flows(tmp_path)
     failures = "\n\n".join(f"{node}\n{text[:2000]}" for node, text in result.failed.items())
     assert not result.failed, f"deepagents flows that fail on middleware_kit:\n{failures}"
-    assert len(result.passed) == 9, result.passed
+    assert len(result.passed) == 11, result.passed
