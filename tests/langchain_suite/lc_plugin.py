@@ -33,6 +33,9 @@ class _Private:
     def _fail(self) -> PrivateLangChainAPI:
         return PrivateLangChainAPI(f"{PRIVATE_MARK} {self._where} is not provided by middleware_kit")
 
+    def __repr__(self) -> str:  # shown when a stand-in is used as a key or an operand
+        return f"<{PRIVATE_MARK} {self._where}, not provided by middleware_kit>"
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         raise self._fail()
 
