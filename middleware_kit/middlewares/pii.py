@@ -909,14 +909,18 @@ class PIIMiddleware(ModelCallFlowHooks, ToolCallFlowHooks, FrozenConfig, AgentMi
             return (yield request)
         call = request.tool_call
         prefix = f"<{self.pii_type.upper()}_"
-        names = {m.group() for m in _PLACEHOLDER.finditer(repr(call["args"])) if m.group().startswith(prefix)}
-        if not names:
+        text = repr(call["args"])
+        names = {m.group() for m in _PLACEHOLDER.finditer(text) if m.group().startswith(prefix)}
+        # A value a reviewer typed that reached the call without passing a message guard (an edit applied from
+        # private state) still carries its sealed value: open it in place.
+        carried = {m.group(): m.group(2) for m in _CARRIED.finditer(text) if m.group().startswith(prefix)}
+        if not names and not carried:
             return (yield request)
         state = request.state if isinstance(request.state, Mapping) else {}
-        sealed = _vaults(state.get("messages") or ())
+        sealed = {**_vaults(state.get("messages") or ()), **carried}
         keyring = cast(Keyring, self._keyring)
         real: dict[str, str] = {}
-        for name in names:
+        for name in names | carried.keys():
             token = sealed.get(name)
             if token is None:
                 continue
