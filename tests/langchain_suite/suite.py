@@ -24,6 +24,7 @@ import sys
 import tarfile
 import tomllib
 import xml.etree.ElementTree as ET
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -41,17 +42,22 @@ def cache_dir() -> Path:
     return Path(root)
 
 
-def suite_root() -> Path:
-    """The extracted suite (``<root>/tests/unit_tests/agents``), fetched once per machine; safe under xdist."""
-    root = cache_dir() / f"langchain-{VERSION}-suite-{LAYOUT}"
-    if (root / ".complete").exists():
-        return root
+def _cached(folder: Path, build: Callable[[Path], None]) -> Path:
+    """``folder`` in the cache, built once per machine by ``build`` (under a file lock: safe under xdist)."""
+    if (folder / ".complete").exists():
+        return folder
     cache_dir().mkdir(parents=True, exist_ok=True)
-    with open(cache_dir() / f"langchain-{VERSION}.lock", "w") as lock:
+    with open(folder.with_name(folder.name + ".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (root / ".complete").exists():
-            _fetch(root)
-    return root
+        if not (folder / ".complete").exists():
+            build(folder)
+            (folder / ".complete").touch()
+    return folder
+
+
+def suite_root() -> Path:
+    """The extracted suite (``<root>/tests/unit_tests/agents``), fetched once per machine."""
+    return _cached(cache_dir() / f"langchain-{VERSION}-suite-{LAYOUT}", _fetch)
 
 
 def _fetch(root: Path) -> None:
@@ -74,7 +80,6 @@ def _fetch(root: Path) -> None:
         (root / package / "__init__.py").touch()
     (root / "conftest.py").write_text(_CONFTEST)
     (root / "pytest.ini").write_text("[pytest]\nasyncio_mode = auto\nasyncio_default_fixture_loop_scope = function\n")
-    (root / ".complete").touch()
 
 
 _CONFTEST = """\
@@ -203,20 +208,15 @@ DEEPAGENTS_VERSION = "0.7.32"
 def deepagents_site() -> Path:
     """deepagents (and its two small pure-Python dependencies that our test extra lacks), installed without its
     dependencies into the cache: its ``langchain`` dependency is never installed, the redirect serves it."""
-    site = cache_dir() / f"deepagents-{DEEPAGENTS_VERSION}-site"
-    if (site / ".complete").exists():
-        return site
-    cache_dir().mkdir(parents=True, exist_ok=True)
-    with open(cache_dir() / f"deepagents-{DEEPAGENTS_VERSION}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (site / ".complete").exists():
-            subprocess.run(
-                [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site),
-                 f"deepagents=={DEEPAGENTS_VERSION}", "wcmatch>=10", "bracex>=2"],
-                check=True, capture_output=True, timeout=300,
-            )
-            (site / ".complete").touch()
-    return site
+
+    def install(site: Path) -> None:
+        subprocess.run(
+            [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site),
+             f"deepagents=={DEEPAGENTS_VERSION}", "wcmatch>=10", "bracex>=2"],
+            check=True, capture_output=True, timeout=300,
+        )
+
+    return _cached(cache_dir() / f"deepagents-{DEEPAGENTS_VERSION}-site", install)
 
 
 def run_deepagents_flows(tmp: Path) -> FileResult:
