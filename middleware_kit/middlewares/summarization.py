@@ -163,11 +163,15 @@ Summarizer: TypeAlias = (
 
 def resolve_model(model: Any) -> BaseChatModel:
     """Turns the ``model`` argument into a chat model: an instance as it is, a string (``"openai:gpt-4o-mini"``)
-    through :data:`init_chat_model`. Looked up at call time; tests may patch it."""
+    through :data:`init_chat_model`. Looked up at call time; tests may patch it. Anything else that can be invoked
+    (a test double such as ``MagicMock(spec=BaseChatModel)``, which libraries built on LangChain pass) is taken as
+    it is, as LangChain does; other values are refused."""
     if isinstance(model, BaseChatModel):
         return model
     if isinstance(model, str):
         return init_chat_model(model)
+    if callable(getattr(model, "invoke", None)) and callable(getattr(model, "ainvoke", None)):
+        return cast(BaseChatModel, model)
     raise MiddlewareConfigError(
         f"SummarizationMiddleware: model must be a chat model instance or a model string such as "
         f"'openai:gpt-4o-mini', got {type(model).__name__} ({model!r:.60}). Pass e.g. "
