@@ -11,6 +11,7 @@ from langchain_core.messages import SystemMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 from langchain_core.tools import tool as as_tool
+from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.prebuilt import ToolNode
 from langgraph.store.base import BaseStore
@@ -159,6 +160,24 @@ def _run_config(name: str | None) -> RunnableConfig:
     return {"recursion_limit": 9_999, "metadata": metadata}
 
 
+def _run_control(given: object, checkpointer: Checkpointer) -> RunControl | None:
+    """The agent's run control: ``RunControl()`` by default when it has a checkpointer of its own (a subgraph that
+    uses its parent's, ``checkpointer=True``/``None``, runs under the parent's lease); None when off."""
+    from middleware_kit.run_control import RunControl, RunControlConfigError
+
+    if given is False:
+        return None
+    if isinstance(given, RunControl):
+        return given
+    if given is None or given is True:
+        return RunControl() if given or isinstance(checkpointer, BaseCheckpointSaver) else None
+    raise RunControlConfigError(
+        f"create_agent(run_control={given!r}): pass a RunControl(...) to tune run control, or False to turn it off "
+        f"(it is on by default for an agent with a checkpointer).",
+        parameter="run_control",
+    )
+
+
 def create_agent(
     model: str | BaseChatModel,
     tools: Sequence[BaseTool | Callable[..., Any] | dict[str, Any]] | None = None,
@@ -176,7 +195,7 @@ def create_agent(
     name: str | None = None,
     cache: BaseCache[Any] | None = None,
     transformers: Sequence[Callable[[tuple[str, ...]], Any]] | None = None,
-    run_control: RunControl | None = None,
+    run_control: RunControl | bool | None = None,
 ) -> CompiledStateGraph[Any, ContextT, Any, Any]:
     """Build an agent: a compiled LangGraph graph running ``model`` and ``tools`` through ``middleware``.
 
@@ -201,17 +220,21 @@ def create_agent(
         context_schema: The type of ``invoke(..., context=...)`` (dataclass, pydantic model or TypedDict).
         checkpointer, store, interrupt_before, interrupt_after, debug, name: passed to LangGraph's ``compile``.
         cache: A LangGraph ``BaseCache`` for node caching (``compile(cache=...)``), as in LangChain 1.5.
-        run_control: A :class:`middleware_kit.run_control.RunControl`: one run per thread, resumes applied exactly
-            once, a deadline, cancellation (see docs/production.md). The agent is then a ``ControlledAgent`` and its
-            middleware list gets ``RunControlMiddleware`` first and ``RunControlGuard`` last.
+        run_control: On by default for an agent with a checkpointer: one run per thread (a second run on a busy
+            thread raises ``ThreadBusyError``), resumes applied exactly once, a clear error for a resume that
+            answers nothing pending (see docs/production.md). A :class:`middleware_kit.run_control.RunControl`
+            tunes it (and adds deadlines and cancellation to an agent without a checkpointer); ``False`` turns it
+            off. A controlled agent is a ``ControlledAgent`` whose middleware gets ``RunControlMiddleware`` first
+            and ``RunControlGuard`` last.
         transformers: Stream transformer factories (LangGraph's ``StreamTransformer`` classes) for
             ``stream_events(version="v3")``, registered after ``ToolCallTransformer`` and every middleware's
             ``transformers``, as in LangChain 1.5.
     """
-    if run_control is not None:
-        from middleware_kit.run_control import controlled_middleware
+    control = _run_control(run_control, checkpointer)
+    if control is not None:
+        from middleware_kit.run_control.middleware import controlled_stack
 
-        middleware = controlled_middleware(middleware)
+        middleware = controlled_stack(middleware)
     model = _chat_model(model)
     client_tools, provider_tools = _split_tools(tools)
     system_message = _system_message(system_prompt)
@@ -246,9 +269,9 @@ def create_agent(
         transformers=_stream_transformers(pipeline, transformers or ()),
     ).with_config(_run_config(name))
     _equip(compiled, pipeline, graph, name)
-    if run_control is not None:
-        from middleware_kit.run_control import with_run_control
+    if control is not None:
+        from middleware_kit.run_control.agent import attach_run_control
 
-        return with_run_control(compiled, run_control)
+        return attach_run_control(compiled, control)
     return compiled
 

@@ -451,10 +451,24 @@ async def acancel_run(
 def with_run_control(
     agent: CompiledStateGraph[Any, Any, Any, Any], control: RunControl | None = None
 ) -> ControlledAgent:
-    """``agent`` with its runs under ``control`` (default ``RunControl()``): one run per thread, resumes applied
-    exactly once, deadlines and cancellation. The agent must list ``RunControlMiddleware`` first and
-    ``RunControlGuard`` last (``middleware=controlled_middleware([...])``) when built by ``create_agent``."""
-    control = RunControl() if control is None else control
+    """Deprecated: ``create_agent(..., run_control=RunControl(...))`` does this (and run control is on by default
+    for an agent with a checkpointer). ``agent`` with its runs under ``control`` (default ``RunControl()``)."""
+    import warnings
+
+    warnings.warn(
+        "with_run_control(agent, control) is no longer needed and will be removed in the next release: run control "
+        "is on by default for an agent built by create_agent with a checkpointer; pass "
+        "create_agent(..., run_control=RunControl(...)) to tune it.",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return attach_run_control(agent, RunControl() if control is None else control)
+
+
+def attach_run_control(agent: CompiledStateGraph[Any, Any, Any, Any], control: RunControl) -> ControlledAgent:
+    """``agent`` with its runs under ``control``: one run per thread, resumes applied exactly once, deadlines and
+    cancellation. The agent must list ``RunControlMiddleware`` first and ``RunControlGuard`` last when built by
+    ``create_agent`` (``create_agent`` does both)."""
     if not isinstance(control, RunControl):
         raise RunControlConfigError(
             f"with_run_control(agent, control): control must be a RunControl(...); got {control!r}.",
@@ -471,8 +485,8 @@ def with_run_control(
     if plan is not None and (not names or names[0] != "RunControlMiddleware" or names[-1] != "RunControlGuard"):
         raise RunControlConfigError(
             f"with_run_control: the agent's middleware is {list(names)}; run control needs RunControlMiddleware "
-            f"first and RunControlGuard last. Build it with create_agent(..., "
-            f"middleware=controlled_middleware([...])) (from middleware_kit.run_control).",
+            f"first and RunControlGuard last. Build the agent with create_agent(..., run_control=RunControl(...)), "
+            f"which adds both.",
             parameter="agent",
         )
     controlled: ControlledAgent = object.__new__(_controlled_class(type(agent)))

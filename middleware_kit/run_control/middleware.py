@@ -21,6 +21,7 @@ Both read the run's :class:`~middleware_kit.run_control.control.RunHandle` from 
 from __future__ import annotations
 
 import asyncio
+import warnings
 from collections.abc import Awaitable, Sequence
 from typing import Annotated, Any, NotRequired, TypeVar
 
@@ -47,7 +48,7 @@ from middleware_kit.types import (
     ToolCallRequest,
 )
 
-__all__ = ["RunControlGuard", "RunControlMiddleware", "RunControlState", "controlled_middleware"]
+__all__ = ["RunControlGuard", "RunControlMiddleware", "RunControlState", "controlled_middleware", "controlled_stack"]
 
 T = TypeVar("T")
 
@@ -230,6 +231,24 @@ class RunControlGuard(ModelCallFlowHooks, ToolCallFlowHooks, FrozenConfig, Agent
         return (yield request)
 
 
+def controlled_stack(middleware: Sequence[AgentMiddleware[Any, Any]] = ()) -> list[AgentMiddleware[Any, Any]]:
+    """``middleware`` between ``RunControlMiddleware()`` (outermost) and ``RunControlGuard()`` (innermost); a list
+    that already has them (built with the deprecated :func:`controlled_middleware`) is kept as it is."""
+    listed = list(middleware)
+    if listed and isinstance(listed[0], RunControlMiddleware) and isinstance(listed[-1], RunControlGuard):
+        return listed
+    return [RunControlMiddleware(), *listed, RunControlGuard()]
+
+
 def controlled_middleware(middleware: Sequence[AgentMiddleware[Any, Any]] = ()) -> list[AgentMiddleware[Any, Any]]:
-    """``middleware`` between ``RunControlMiddleware()`` (outermost) and ``RunControlGuard()`` (innermost)."""
-    return [RunControlMiddleware(), *middleware, RunControlGuard()]
+    """Deprecated: ``create_agent`` puts run control around the middleware itself (on by default with a
+    checkpointer; ``run_control=RunControl(...)`` tunes it). Returns ``middleware`` between
+    ``RunControlMiddleware()`` and ``RunControlGuard()``, as before."""
+    warnings.warn(
+        "controlled_middleware([...]) is no longer needed and will be removed in the next release: create_agent "
+        "adds run control itself (on by default with a checkpointer). Pass middleware=[...] as it is, and "
+        "run_control=RunControl(...) to tune it.",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return controlled_stack(middleware)
