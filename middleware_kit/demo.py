@@ -480,72 +480,93 @@ def run(args: argparse.Namespace, out: Output) -> int:
     with closing(sqlite3.connect(db, check_same_thread=False)) as conn:
         saver = SqliteSaver(conn)
         agent = build_demo_agent(model, saver, scripted=scripted)
-        number = newest_thread(saver, prefix)
-        session = Session(agent, model, {"configurable": {"thread_id": f"{prefix}-{number}"}}, out)
+        session, snapshot, thread = open_thread(agent, model, saver, prefix, out)
+        announce(args, session, snapshot, f"thread {thread!r} in {db}")
+        return converse(args, session, snapshot, scripted=scripted, db=db)
+
+
+def open_thread(agent: Any, model: BaseChatModel, saver: Any, prefix: str, out: Output) -> tuple[Session, Any, str]:
+    """The thread this run works on (the newest one, unless there is none or it is finished: then a new one), its
+    state, and its id."""
+    number = newest_thread(saver, prefix)
+    session = Session(agent, model, {"configurable": {"thread_id": f"{prefix}-{number}"}}, out)
+    snapshot = session.state()
+    if number == 0 or (not snapshot.next and questions_asked(snapshot.values.get("messages", [])) == 2):
+        number += 1  # none yet, or the newest one is finished: start a new thread
+        session.config = {"configurable": {"thread_id": f"{prefix}-{number}"}}
         snapshot = session.state()
-        if number == 0 or (not snapshot.next and questions_asked(snapshot.values.get("messages", [])) == 2):
-            number += 1  # none yet, or the newest one is finished: start a new thread
-            session.config = {"configurable": {"thread_id": f"{prefix}-{number}"}}
-            snapshot = session.state()
-        thread = f"{prefix}-{number}"
+    return session, snapshot, f"{prefix}-{number}"
 
-        out.header("middleware plan", str(agent.middleware_plan))
-        if args.mermaid:
-            out.header("graph (Mermaid)", agent.middleware_plan.mermaid())
-        where = f"thread {thread!r} in {db}"
+
+def announce(args: argparse.Namespace, session: Session, snapshot: Any, where: str) -> None:
+    """The plan, where this run starts or resumes, and where the PII key comes from."""
+    out = session.out
+    out.header("middleware plan", str(session.agent.middleware_plan))
+    if args.mermaid:
+        out.header("graph (Mermaid)", session.agent.middleware_plan.mermaid())
+    if snapshot.interrupts:
+        out.say(f"\nResuming {where}: an approval is pending (saved by an earlier run).", "bold green")
+    elif snapshot.next:
+        out.say(f"\nResuming {where}: the last run stopped before {', '.join(snapshot.next)}.", "bold green")
+    else:
+        out.say(f"\nStarting {where} (model: {args.model or 'scripted, offline'}).", "bold")
+    if os.environ.get(PII_KEY_ENV):
+        out.say(f"PII placeholder key: from ${PII_KEY_ENV}.", "dim")
+    else:
+        out.say(f"PII placeholder key: the public DEMO-ONLY key in middleware_kit/demo.py (set ${PII_KEY_ENV} to "
+                "use your own; a real deployment always supplies its own secret).", "dim")
+
+
+def converse(args: argparse.Namespace, session: Session, snapshot: Any, *, scripted: bool, db: Path) -> int:
+    """Ask the questions, answer the approvals, resume what an earlier run left; then check the guarantees."""
+    out = session.out
+    resumed_at_approval = bool(snapshot.interrupts)
+    session.resumed_mid_run = bool(snapshot.next) and not snapshot.interrupts
+    paused_here = False  # --stop-at-approval stops at an approval this run reached, never at one it resumes
+    decisions: list[str] = []
+    total = len(QUESTIONS) + 1
+    while True:
+        snapshot = session.state()
         if snapshot.interrupts:
-            out.say(f"\nResuming {where}: an approval is pending (saved by an earlier run).", "bold green")
+            out.stage(total, total, "approval")
+            if args.stop_at_approval and paused_here:
+                out.say(f"Paused for approval. The run is saved in {db}: run the same command again to "
+                        "resume it.", "bold yellow")
+                return check(session, decisions, resumed_at_approval, paused=True, scripted=scripted, db=db)
+            value = snapshot.interrupts[0].value
+            try:
+                chosen = {r["id"]: decide(out, r, args.yes) for r in value["action_requests"]}
+            except (KeyboardInterrupt, EOFError):
+                out.say(f"\nPaused for approval. The run is saved in {db}: run the same command again to "
+                        "resume it.", "bold yellow")
+                return 130
+            decisions += [d["type"] for d in chosen.values()]
+            session.stream(Command(resume={"decisions": chosen}))
         elif snapshot.next:
-            out.say(f"\nResuming {where}: the last run stopped before {', '.join(snapshot.next)}.", "bold green")
+            session.stream(None)
+            paused_here = True
         else:
-            out.say(f"\nStarting {where} (model: {args.model or 'scripted, offline'}).", "bold")
-        if os.environ.get(PII_KEY_ENV):
-            out.say(f"PII placeholder key: from ${PII_KEY_ENV}.", "dim")
-        else:
-            out.say(f"PII placeholder key: the public DEMO-ONLY key in middleware_kit/demo.py (set ${PII_KEY_ENV} to "
-                    "use your own; a real deployment always supplies its own secret).", "dim")
-        resumed_at_approval = bool(snapshot.interrupts)
-        session.resumed_mid_run = bool(snapshot.next) and not snapshot.interrupts
-        paused_here = False  # --stop-at-approval stops at an approval this run reached, never at one it resumes
-        decisions: list[str] = []
-        total = len(QUESTIONS) + 1
-        while True:
-            snapshot = session.state()
-            if snapshot.interrupts:
-                out.stage(total, total, "approval")
-                if args.stop_at_approval and paused_here:
-                    out.say(f"Paused for approval. The run is saved in {db}: run the same command again to "
-                            "resume it.", "bold yellow")
-                    return check(session, decisions, resumed_at_approval, paused=True, scripted=scripted, db=db)
-                value = snapshot.interrupts[0].value
-                try:
-                    chosen = {r["id"]: decide(out, r, args.yes) for r in value["action_requests"]}
-                except (KeyboardInterrupt, EOFError):
-                    out.say(f"\nPaused for approval. The run is saved in {db}: run the same command again to "
-                            "resume it.", "bold yellow")
-                    return 130
-                decisions += [d["type"] for d in chosen.values()]
-                session.stream(Command(resume={"decisions": chosen}))
-            elif snapshot.next:
-                session.stream(None)
-                paused_here = True
-            else:
-                asked = questions_asked(snapshot.values.get("messages", []))
-                if asked == len(QUESTIONS):
-                    break
-                out.stage(asked + 1, total, QUESTIONS[asked])
-                session.stream({"messages": [HumanMessage(QUESTIONS[asked])]})
-                paused_here = True
-                saved = [m for m in session.state().values["messages"] if isinstance(m, HumanMessage)][-1]
-                if saved.text != QUESTIONS[asked]:
-                    out.say(f"  saved as: {saved.text!r} (by PIIMiddleware)", "dim")
-                answer = session.state().values["messages"][-1]
-                if isinstance(answer, AIMessage) and answer.text:
-                    out.say(f"  <<< {answer.text}", "bold")
-        final = session.state().values["messages"][-1]
-        out.say(f"\n<<< {final.text}", "bold green")
-        return check(session, decisions, resumed_at_approval, paused=False, scripted=scripted, db=db)
+            asked = questions_asked(snapshot.values.get("messages", []))
+            if asked == len(QUESTIONS):
+                break
+            ask(session, asked, total)
+            paused_here = True
+    final = session.state().values["messages"][-1]
+    out.say(f"\n<<< {final.text}", "bold green")
+    return check(session, decisions, resumed_at_approval, paused=False, scripted=scripted, db=db)
 
+
+def ask(session: Session, asked: int, total: int) -> None:
+    """Ask the next question; show what PIIMiddleware saved of it, and the answer."""
+    out = session.out
+    out.stage(asked + 1, total, QUESTIONS[asked])
+    session.stream({"messages": [HumanMessage(QUESTIONS[asked])]})
+    saved = [m for m in session.state().values["messages"] if isinstance(m, HumanMessage)][-1]
+    if saved.text != QUESTIONS[asked]:
+        out.say(f"  saved as: {saved.text!r} (by PIIMiddleware)", "dim")
+    answer = session.state().values["messages"][-1]
+    if isinstance(answer, AIMessage) and answer.text:
+        out.say(f"  <<< {answer.text}", "bold")
 
 def check(
     session: Session, decisions: list[str], resumed: bool, *, paused: bool, scripted: bool, db: Path | None = None

@@ -87,6 +87,40 @@ def test_layout_is_frozen() -> None:
     assert isinstance(layout, Layout)
 
 
+
+def test_an_interrupting_after_model_hook_is_the_deciding_node_and_the_tools_follow_it() -> None:
+    layout = lay_out(
+        phases(after_model=[step("A", "after_model"), step("H", "after_model", alone=True)]), MODEL, has_tool_node=True
+    )
+    successors = {n.name: n.next for n in layout.nodes}
+    assert successors == {MODEL_NODE: "H.after_model", "H.after_model": None}  # the loop's last node decides
+    assert layout.order == (MODEL_NODE, "H.after_model", TOOLS_NODE)
+    assert layout.node_of[("A", "after_model")] == MODEL_NODE
+
+
+def test_consecutive_interrupting_hooks_each_get_a_node_and_the_loop_may_start_with_one() -> None:
+    layout = lay_out(
+        phases(before_model=[step("H1", "before_model", alone=True), step("H2", "before_model", alone=True),
+                             step("A", "before_model")]),
+        MODEL,
+        has_tool_node=False,
+    )
+    assert layout.order == ("H1.before_model", "H2.before_model", MODEL_NODE)
+    assert layout.agent_entry == layout.loop_entry == "H1.before_model"  # no before_agent hook: the loop is the start
+    assert layout.node_of[("A", "before_model")] == MODEL_NODE  # a shared hook joins the model's node
+
+
+def test_the_end_of_the_run_is_the_first_after_agent_node_even_one_of_its_own() -> None:
+    layout = lay_out(
+        phases(after_agent=[step("H", "after_agent", alone=True), step("A", "after_agent")]), MODEL,
+        has_tool_node=True,
+    )
+    assert layout.end_entry == "H.after_agent"
+    assert [(n.name, n.next) for n in layout.nodes if n.name != MODEL_NODE] == [
+        ("H.after_agent", "A.after_agent"), ("A.after_agent", END)  # a node of one hook is named after it
+    ]
+
+
 @given(
     st.lists(st.tuples(st.sampled_from(["before_agent", "before_model", "after_model", "after_agent"]), st.booleans()),
              max_size=12),
