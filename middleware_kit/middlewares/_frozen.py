@@ -16,6 +16,8 @@ change runs already in flight. :class:`FrozenConfig` makes that impossible and g
 - Once adopted, assigning or deleting an attribute raises :class:`FrozenMiddlewareError`, except ``name`` (the
   instance's identity in an agent, not configuration); ``replace(name=...)`` works too. Internal caches that are not
   configuration (bounded memos) use ``object.__setattr__``.
+- A class may declare the rules of its parameters (``__config__``, a :class:`._config.Config`): they are checked,
+  defaults included, before its constructor's body runs (see :mod:`middleware_kit.middlewares._config`).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, TypeVar
 
 from middleware_kit.errors import MiddlewareConfigError
+from middleware_kit.middlewares._config import Config
 
 __all__ = ["ConstructorArgumentError", "FrozenConfig", "FrozenMiddlewareError", "copy_containers"]
 
@@ -86,13 +89,20 @@ class FrozenConfig:
 
     _frozen_init_args: Mapping[str, Any]
     __frozen_classes__: ClassVar[set[type]] = set()
+    __config__: ClassVar[Config | None] = None
+    """The rules of this class's constructor parameters (see :mod:`middleware_kit.middlewares._config`)."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         init = cls.__dict__.get("__init__")
         if init is None or getattr(init, "__frozen_wrapped__", False):
+            if "__config__" in cls.__dict__:
+                raise TypeError(f"{cls.__name__}.__config__ declares rules for parameters, but {cls.__name__} has no "
+                                f"__init__ of its own: declare them on the class whose __init__ takes them.")
             return
         signature = inspect.signature(init)
+        config = _declared_config(cls, signature)
+        defaults = {n: p.default for n, p in signature.parameters.items() if p.default is not p.empty}
 
         @functools.wraps(init)
         def __init__(self: FrozenConfig, *args: Any, **kw: Any) -> None:
@@ -104,6 +114,8 @@ class FrozenConfig:
             except TypeError as problem:
                 raise ConstructorArgumentError.for_call(type(self).__name__, signature, problem) from None
             copied = {name: copy_containers(v) for name, v in bound.arguments.items() if name != "self"}
+            if config is not None:
+                config.validate(type(self).__name__, {**defaults, **copied})
             if outermost:
                 object.__setattr__(self, "_frozen_recorded", (signature, copied))
             call_args, call_kwargs = _rebind(signature, self, copied)
@@ -186,6 +198,14 @@ class FrozenConfig:
         if explicit is not None:
             copy.name = explicit
         return copy
+
+
+def _declared_config(cls: type, signature: inspect.Signature) -> Config | None:
+    """``cls``'s own ``__config__``, checked against its constructor (a rule naming no parameter is a mistake)."""
+    config: Config | None = cls.__dict__.get("__config__")
+    if config is not None and (unknown := config.unknown(_parameter_names(signature))):
+        raise TypeError(f"{cls.__name__}.__config__ declares rules for {unknown}, which its __init__ does not take.")
+    return config
 
 
 _BOOKKEEPING = frozenset(

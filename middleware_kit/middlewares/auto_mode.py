@@ -47,6 +47,15 @@ from middleware_kit.drive import Step, acall_step, call_step, run_async, run_syn
 from middleware_kit.errors import MiddlewareConfigError, MiddlewareError
 from middleware_kit.hooks import AsyncToolHandler, ToolHandler, ToolResult
 from middleware_kit.middleware import AgentMiddleware
+from middleware_kit.middlewares._config import (
+    FRACTION,
+    INT_AT_LEAST_0,
+    NON_EMPTY_STR,
+    TOOLS,
+    WITHOUT_VALUE,
+    Config,
+    one_of,
+)
 from middleware_kit.middlewares._frozen import FrozenConfig
 from middleware_kit.middlewares._model_arg import internal_call_config, resolve_chat_model, tool_names
 from middleware_kit.middlewares._stream import emit
@@ -155,6 +164,14 @@ class AutoModeMiddleware(FrozenConfig, AgentMiddleware):
     """The hook runs record no payload: conversation context and tool arguments stay out of the middleware's trace
     runs (as LangChain); the classifier's own run still records what it was asked."""
 
+    __config__ = Config(
+        template="{owner}: {param} must be {expected}; got {value!r}.",
+        instructions=NON_EMPTY_STR.saying("a non-empty str (the risk question)", WITHOUT_VALUE),
+        threshold=FRACTION,
+        context_messages=INT_AT_LEAST_0,
+        on_error=one_of("raise", "block"),
+    )
+
     def __init__(
         self,
         tools: Sequence[str | BaseTool],
@@ -166,7 +183,7 @@ class AutoModeMiddleware(FrozenConfig, AgentMiddleware):
         context_messages: int = 30,
         on_error: Literal["raise", "block"] = "raise",
     ) -> None:
-        if isinstance(tools, (str, BaseTool)) or not isinstance(tools, Sequence) or not tools:
+        if not TOOLS.accepts(tools) or not tools:
             raise _invalid_tools(tools)
         names = tool_names(tools, middleware=_NAME, parameter="tools")
         self._tools: tuple[str | BaseTool, ...] = tuple(tools)
@@ -175,30 +192,10 @@ class AutoModeMiddleware(FrozenConfig, AgentMiddleware):
         """Names of the classified tools."""
         self._descriptions: Mapping[str, str] = MappingProxyType(descriptions)
         self.classifier: BaseDecisionModel | BaseChatModel = _checked_classifier(classifier)
-        if not isinstance(instructions, str) or not instructions.strip():
-            raise MiddlewareConfigError(
-                f"{_NAME}: instructions must be a non-empty str (the risk question).",
-                middleware=_NAME,
-                hook="instructions",
-            )
         self.instructions = instructions
         self.criteria: NoulCriteria | None = _checked_criteria(criteria)
-        if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0 < threshold <= 1:
-            raise MiddlewareConfigError(
-                f"{_NAME}: threshold must be a number in (0, 1]; got {threshold!r}.", middleware=_NAME, hook="threshold"
-            )
         self.threshold = float(threshold)
-        if isinstance(context_messages, bool) or not isinstance(context_messages, int) or context_messages < 0:
-            raise MiddlewareConfigError(
-                f"{_NAME}: context_messages must be an int >= 0; got {context_messages!r}.",
-                middleware=_NAME,
-                hook="context_messages",
-            )
         self.context_messages = context_messages
-        if on_error not in ("raise", "block"):
-            raise MiddlewareConfigError(
-                f"{_NAME}: on_error must be 'raise' or 'block'; got {on_error!r}.", middleware=_NAME, hook="on_error"
-            )
         self.on_error: Literal["raise", "block"] = on_error
         # Risk of the calls the review policy classified, by tool call id: HumanInTheLoopMiddleware asks `when`,
         # then `description`, for the same call; this memo keeps that to one classification (bounded; not config).

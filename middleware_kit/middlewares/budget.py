@@ -49,6 +49,18 @@ from middleware_kit.drive import Step, Steps, run_async, run_sync
 from middleware_kit.errors import MiddlewareConfigError, MiddlewareError
 from middleware_kit.flow import ModelCallFlow, ModelCallFlowHooks
 from middleware_kit.middleware import AgentMiddleware
+from middleware_kit.middlewares._config import (
+    CALLABLE,
+    FINITE_AT_LEAST_0,
+    FRACTION,
+    INT_AT_LEAST_0,
+    NON_EMPTY_NAME,
+    Config,
+    config_error,
+    instance_of,
+    one_of,
+    rule,
+)
 from middleware_kit.middlewares._frozen import FrozenConfig
 from middleware_kit.middlewares._stream import emit
 from middleware_kit.middlewares._tokens import (
@@ -111,16 +123,8 @@ def _add(a: Mapping[str, Any] | None, b: Mapping[str, Any]) -> Usage:
     )
 
 
-def _check_number(owner: str, param: str, value: object, *, integer: bool) -> None:
-    kinds = (int,) if integer else (int, float)
-    if value is None:
-        return
-    if isinstance(value, bool) or not isinstance(value, kinds) or not math.isfinite(value) or value < 0:
-        raise MiddlewareConfigError(
-            f"{owner}: {param} must be {'an int' if integer else 'a number'} >= 0 or None, got {value!r}.",
-            middleware=owner,
-            hook=param,
-        )
+_TOKENS = INT_AT_LEAST_0.or_none()
+_MONEY = FINITE_AT_LEAST_0.or_none("a number >= 0 or None")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -132,8 +136,8 @@ class BudgetLimit:
     """In the currency of the :class:`PriceTable` (needs ``prices=``)."""
 
     def __post_init__(self) -> None:
-        _check_number("BudgetLimit", "tokens", self.tokens, integer=True)
-        _check_number("BudgetLimit", "cost", self.cost, integer=False)
+        _TOKENS.check("BudgetLimit", "tokens", self.tokens)
+        _MONEY.check("BudgetLimit", "cost", self.cost)
         if self.tokens is None and self.cost is None:
             raise MiddlewareConfigError(
                 "BudgetLimit: give tokens=..., cost=... or both.", middleware="BudgetLimit", hook="tokens"
@@ -168,7 +172,7 @@ class ModelPrice:
             value = getattr(self, param)
             if param == "cached_input" and value is None:
                 continue
-            _check_number("ModelPrice", param, value, integer=False)
+            _MONEY.check("ModelPrice", param, value)
             if value is None:
                 raise MiddlewareConfigError("ModelPrice: input and output prices are required.",
                                             middleware="ModelPrice", hook=param)
@@ -437,6 +441,35 @@ class _Verdict:
     limit: BudgetLimit | None
 
 
+def _some_limit(owner: str, args: Mapping[str, Any]) -> None:
+    if args["run"] is None and args["thread"] is None and args["tenant"] is None:
+        raise config_error(owner, "run", f"{owner}: run (or thread=, tenant=): give at least one limit, e.g. "
+                                         f"run=BudgetLimit(tokens=50_000).")
+
+
+def _cost_has_prices(owner: str, args: Mapping[str, Any]) -> None:
+    limits = (args["run"], args["thread"], args["tenant"])
+    if args["prices"] is None and any(isinstance(x, BudgetLimit) and x.cost is not None for x in limits):
+        raise config_error(owner, "prices", f"{owner}: prices is required by a cost limit: pass prices={{'model-name': "
+                                            f"ModelPrice(input=..., output=...)}} (per million tokens).")
+
+
+def _switch_pair(owner: str, args: Mapping[str, Any]) -> None:
+    switch_at, cheaper_model = args["switch_at"], args["cheaper_model"]
+    if (switch_at is None) != (cheaper_model is None):
+        param = "switch_at" if switch_at is None else "cheaper_model"
+        raise config_error(owner, param, f"{owner}: {param} is missing: switch_at (a fraction) and cheaper_model (a "
+                                         f"chat model) go together; give both or neither.")
+    if cheaper_model is not None and not isinstance(cheaper_model, BaseChatModel):
+        raise config_error(owner, "cheaper_model", f"{owner}: cheaper_model must be a chat model instance, got "
+                                                   f"{cheaper_model!r}.")
+
+
+_LIMIT = instance_of(BudgetLimit, expected="a BudgetLimit(tokens=..., cost=...)").or_none()
+_LADDER_STEP = FRACTION.or_none("a fraction of the limit in (0, 1] or None")
+_PRICES = "a PriceTable or a mapping of model name to ModelPrice"
+
+
 class BudgetMiddleware(ModelCallFlowHooks, FrozenConfig, AgentMiddleware[BudgetState, Any]):
     """Token and money budgets per run, thread and tenant, with a warning, a cheaper model, a human check-in and a
     final message as the budget runs out.
@@ -461,6 +494,24 @@ class BudgetMiddleware(ModelCallFlowHooks, FrozenConfig, AgentMiddleware[BudgetS
     """
 
     state_schema = BudgetState
+    __config__ = Config(
+        run=_LIMIT,
+        thread=_LIMIT,
+        tenant=(instance_of(BudgetLimit, expected="a BudgetLimit") | CALLABLE).or_none(
+            "a BudgetLimit, a function tenant_id -> BudgetLimit | None, or None"
+        ),
+        tenant_id=(NON_EMPTY_NAME | CALLABLE).saying("a context attribute name or a function of the runtime"),
+        prices=instance_of(PriceTable, Mapping, expected=_PRICES).or_none(_PRICES),
+        warn_at=_LADDER_STEP,
+        switch_at=_LADDER_STEP,
+        check_in_at=_LADDER_STEP,
+        on_exceeded=one_of("end", "error"),
+        namespace=rule(
+            lambda v: isinstance(v, tuple) and bool(v) and all(isinstance(p, str) and p for p in v),
+            "a non-empty tuple of non-empty strings",
+        ),
+        relations=(_some_limit, _cost_has_prices, _switch_pair),
+    )
 
     def __init__(
         self,
@@ -478,43 +529,8 @@ class BudgetMiddleware(ModelCallFlowHooks, FrozenConfig, AgentMiddleware[BudgetS
         namespace: tuple[str, ...] = ("middleware_kit", "budget"),
         encoding: str | None = None,
     ) -> None:
-        owner = type(self).__name__
-
-        def bad(param: str, message: str) -> MiddlewareConfigError:
-            return MiddlewareConfigError(f"{owner}: {param} {message}", middleware=owner, hook=param)
-
-        for param, value in (("run", run), ("thread", thread)):
-            if value is not None and not isinstance(value, BudgetLimit):
-                raise bad(param, f"must be a BudgetLimit(tokens=..., cost=...) or None, got {value!r}.")
-        if tenant is not None and not isinstance(tenant, BudgetLimit) and not callable(tenant):
-            raise bad("tenant", f"must be a BudgetLimit, a function tenant_id -> BudgetLimit | None, or None, got "
-                                f"{tenant!r}.")
-        if run is None and thread is None and tenant is None:
-            raise bad("run", "(or thread=, tenant=): give at least one limit, e.g. run=BudgetLimit(tokens=50_000).")
-        if not (isinstance(tenant_id, str) and tenant_id) and not callable(tenant_id):
-            raise bad("tenant_id", f"must be a context attribute name or a function of the runtime, got "
-                                   f"{tenant_id!r}.")
         if prices is not None and not isinstance(prices, PriceTable):
-            if not isinstance(prices, Mapping):
-                raise bad("prices", f"must be a PriceTable or a mapping of model name to ModelPrice, got {prices!r}.")
             prices = PriceTable(prices)
-        if prices is None and any(isinstance(x, BudgetLimit) and x.cost is not None for x in (run, thread, tenant)):
-            raise bad("prices", "is required by a cost limit: pass prices={'model-name': ModelPrice(input=..., "
-                                "output=...)} (per million tokens).")
-        for param, fraction in (("warn_at", warn_at), ("switch_at", switch_at), ("check_in_at", check_in_at)):
-            if fraction is not None and (isinstance(fraction, bool) or not isinstance(fraction, (int, float))
-                                         or not 0 < fraction <= 1):
-                raise bad(param, f"must be a fraction of the limit in (0, 1] or None, got {fraction!r}.")
-        if (switch_at is None) != (cheaper_model is None):
-            raise bad("switch_at" if switch_at is None else "cheaper_model",
-                      "is missing: switch_at (a fraction) and cheaper_model (a chat model) go together; give both "
-                      "or neither.")
-        if cheaper_model is not None and not isinstance(cheaper_model, BaseChatModel):
-            raise bad("cheaper_model", f"must be a chat model instance, got {cheaper_model!r}.")
-        if on_exceeded not in ("end", "error"):
-            raise bad("on_exceeded", f"must be 'end' or 'error', got {on_exceeded!r}.")
-        if not isinstance(namespace, tuple) or not namespace or not all(isinstance(p, str) and p for p in namespace):
-            raise bad("namespace", f"must be a non-empty tuple of non-empty strings, got {namespace!r}.")
         self.run = run
         self.thread = thread
         self.tenant = tenant

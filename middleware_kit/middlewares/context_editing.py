@@ -24,6 +24,7 @@ from langchain_core.messages.utils import count_tokens_approximately
 from middleware_kit.errors import MiddlewareConfigError
 from middleware_kit.flow import adrive, drive
 from middleware_kit.middleware import AgentMiddleware
+from middleware_kit.middlewares._config import CALLABLE, INT_AT_LEAST_0, Config, one_of
 from middleware_kit.middlewares._direct import direct_call_only
 from middleware_kit.middlewares._frozen import FrozenConfig
 from middleware_kit.types import ModelRequest, ModelResponse
@@ -77,9 +78,9 @@ class ClearToolUsesEdit:
     def __post_init__(self) -> None:
         for field_name in ("trigger", "clear_at_least", "keep"):
             value = getattr(self, field_name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            if not INT_AT_LEAST_0.accepts(value):
                 raise MiddlewareConfigError(
-                    f"ClearToolUsesEdit({field_name}={value!r}): expected an int >= 0.",
+                    f"ClearToolUsesEdit({field_name}={value!r}): expected {INT_AT_LEAST_0.expected}.",
                     middleware="ContextEditingMiddleware",
                     hook="edits",
                 )
@@ -159,6 +160,13 @@ class ContextEditingMiddleware(FrozenConfig, AgentMiddleware):
         token_counter: Your own ``(messages) -> int``; overrides ``token_count_method``.
     """
 
+    __config__ = Config(
+        owner=lambda _: "ContextEditingMiddleware",
+        template="{owner}({param}={value!r}): {expected}.",
+        token_count_method=one_of("approximate", "model").saying("use 'approximate' or 'model'"),
+        token_counter=CALLABLE.or_none("pass a function (messages) -> int"),
+    )
+
     def __init__(
         self,
         *,
@@ -166,18 +174,6 @@ class ContextEditingMiddleware(FrozenConfig, AgentMiddleware):
         token_count_method: Literal["approximate", "model"] = "approximate",
         token_counter: TokenCounter | None = None,
     ) -> None:
-        if token_count_method not in ("approximate", "model"):
-            raise MiddlewareConfigError(
-                f"ContextEditingMiddleware(token_count_method={token_count_method!r}): use 'approximate' or 'model'.",
-                middleware="ContextEditingMiddleware",
-                hook="token_count_method",
-            )
-        if token_counter is not None and not callable(token_counter):
-            raise MiddlewareConfigError(
-                f"ContextEditingMiddleware(token_counter={token_counter!r}): pass a function (messages) -> int.",
-                middleware="ContextEditingMiddleware",
-                hook="token_counter",
-            )
         self.edits: tuple[ContextEdit, ...] = tuple(edits) if edits is not None else (ClearToolUsesEdit(),)
         for edit in self.edits:
             if not callable(getattr(edit, "apply", None)):

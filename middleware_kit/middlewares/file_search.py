@@ -33,8 +33,8 @@ from typing import Any, Literal
 import regex  # type: ignore[import-untyped]  # shipped with tiktoken (a dependency)
 from langchain_core.tools import BaseTool, StructuredTool
 
-from middleware_kit.errors import MiddlewareConfigError
 from middleware_kit.middleware import AgentMiddleware
+from middleware_kit.middlewares._config import INT_AT_LEAST_1, POSITIVE_NUMBER, Config, rule
 from middleware_kit.middlewares._frozen import FrozenConfig
 from middleware_kit.middlewares._stream import emit
 
@@ -376,6 +376,13 @@ class FilesystemFileSearchMiddleware(FrozenConfig, AgentMiddleware):
         search_timeout: Seconds one ``grep_search`` may spend matching before it stops with an error. Default 10.
     """
 
+    __config__ = Config(
+        root_path=rule(lambda v: isinstance(v, (str, os.PathLike)) and bool(str(v)), "a directory path (str or Path)"),
+        max_file_size_mb=POSITIVE_NUMBER,
+        search_timeout=POSITIVE_NUMBER,
+        max_results=INT_AT_LEAST_1.saying("a positive int"),
+    )
+
     def __init__(
         self,
         *,
@@ -385,24 +392,6 @@ class FilesystemFileSearchMiddleware(FrozenConfig, AgentMiddleware):
         max_results: int = 1000,
         search_timeout: float = 10.0,
     ) -> None:
-        owner = type(self).__name__
-        if not isinstance(root_path, (str, os.PathLike)) or not str(root_path):
-            raise MiddlewareConfigError(
-                f"{owner}: root_path must be a directory path (str or Path), got {root_path!r}.",
-                middleware=owner,
-                hook="root_path",
-            )
-        for param, value in (("max_file_size_mb", max_file_size_mb), ("search_timeout", search_timeout)):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-                raise MiddlewareConfigError(
-                    f"{owner}: {param} must be a positive number, got {value!r}.", middleware=owner, hook=param
-                )
-        if isinstance(max_results, bool) or not isinstance(max_results, int) or max_results < 1:
-            raise MiddlewareConfigError(
-                f"{owner}: max_results must be a positive int, got {max_results!r}.",
-                middleware=owner,
-                hook="max_results",
-            )
         self.root_path = Path(root_path).expanduser().absolute()
         self.use_ripgrep = use_ripgrep
         self.max_file_size_mb = max_file_size_mb

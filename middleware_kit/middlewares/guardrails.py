@@ -42,6 +42,7 @@ from middleware_kit.drive import Step, Steps, run_async, run_sync
 from middleware_kit.errors import MiddlewareConfigError, MiddlewareError
 from middleware_kit.hooks import AsyncModelHandler, ModelHandler
 from middleware_kit.middleware import AgentMiddleware
+from middleware_kit.middlewares._config import BOOL, CALLABLE, STR, WITHOUT_VALUE, Config, config_error, one_of, rule
 from middleware_kit.middlewares._frozen import FrozenConfig
 from middleware_kit.middlewares._stream import emit
 from middleware_kit.middlewares.budget import MODEL_SOURCE, NO_MODEL_CALL, charge
@@ -194,6 +195,32 @@ def _as_verdict(value: Any, guard: _Guard, owner: str) -> GuardVerdict:
     )
 
 
+def _some_guard(owner: str, args: Mapping[str, Any]) -> None:
+    if not args["input_guards"] and not args["output_guards"]:
+        raise config_error(owner, "input_guards", f"{owner}: give input_guards=[...], output_guards=[...] or both.")
+
+
+def _no_model_guard_on_output(owner: str, args: Mapping[str, Any]) -> None:
+    if any(isinstance(g, ModelGuard) for g in args["output_guards"]):
+        raise config_error(owner, "output_guards", f"{owner}: ModelGuard checks inputs; as an output guard, pass a "
+                                                   f"function (request, answer) -> verdict.")
+
+
+def _unique_guard_names(owner: str, args: Mapping[str, Any]) -> None:
+    names = [_guard_name(g) for g in [*args["input_guards"], *args["output_guards"]]]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise config_error(owner, "input_guards", f"{owner}: guard names must be unique (events name them), "
+                                                  f"duplicated: {dupes}. Give each function its own name.")
+
+
+_GUARDS = rule(
+    lambda v: not isinstance(v, (str, bytes)) and isinstance(v, Sequence)
+    and all(callable(g) or isinstance(g, ModelGuard) for g in v),
+    "a list of guard functions (or ModelGuard instances)",
+)
+
+
 class GuardrailsMiddleware(FrozenConfig, AgentMiddleware):
     """Input guards concurrent with the model call, output guards before tools run; a tripwire ends the run.
 
@@ -209,6 +236,15 @@ class GuardrailsMiddleware(FrozenConfig, AgentMiddleware):
         parallel: True (default): input guards run concurrently with the model call. False: before it.
     """
 
+    __config__ = Config(
+        input_guards=_GUARDS,
+        output_guards=_GUARDS,
+        on_trip=one_of("end", "error"),
+        tripped_message=(STR | CALLABLE).saying("a str or a function of the verdict", WITHOUT_VALUE),
+        parallel=BOOL,
+        relations=(_some_guard, _no_model_guard_on_output, _unique_guard_names),
+    )
+
     def __init__(
         self,
         *,
@@ -220,37 +256,6 @@ class GuardrailsMiddleware(FrozenConfig, AgentMiddleware):
         ),
         parallel: bool = True,
     ) -> None:
-        owner = type(self).__name__
-        for param, guards in (("input_guards", input_guards), ("output_guards", output_guards)):
-            if isinstance(guards, (str, bytes)) or not isinstance(guards, Sequence) or not all(
-                callable(g) or isinstance(g, ModelGuard) for g in guards
-            ):
-                raise MiddlewareConfigError(
-                    f"{owner}: {param} must be a list of guard functions (or ModelGuard instances), got {guards!r}.",
-                    middleware=owner,
-                    hook=param,
-                )
-        if not input_guards and not output_guards:
-            raise MiddlewareConfigError(f"{owner}: give input_guards=[...], output_guards=[...] or both.",
-                                        middleware=owner, hook="input_guards")
-        if any(isinstance(g, ModelGuard) for g in output_guards):
-            raise MiddlewareConfigError(f"{owner}: ModelGuard checks inputs; as an output guard, pass a function "
-                                        f"(request, answer) -> verdict.", middleware=owner, hook="output_guards")
-        if on_trip not in ("end", "error"):
-            raise MiddlewareConfigError(f"{owner}: on_trip must be 'end' or 'error', got {on_trip!r}.",
-                                        middleware=owner, hook="on_trip")
-        if not isinstance(tripped_message, str) and not callable(tripped_message):
-            raise MiddlewareConfigError(f"{owner}: tripped_message must be a str or a function of the verdict.",
-                                        middleware=owner, hook="tripped_message")
-        if not isinstance(parallel, bool):
-            raise MiddlewareConfigError(f"{owner}: parallel must be a bool, got {parallel!r}.", middleware=owner,
-                                        hook="parallel")
-        names = [_guard_name(g) for g in [*input_guards, *output_guards]]
-        dupes = sorted({n for n in names if names.count(n) > 1})
-        if dupes:
-            raise MiddlewareConfigError(f"{owner}: guard names must be unique (events name them), duplicated: "
-                                        f"{dupes}. Give each function its own name.", middleware=owner,
-                                        hook="input_guards")
         self.input_guards = tuple(input_guards)
         self.output_guards = tuple(output_guards)
         self.on_trip = on_trip

@@ -16,14 +16,16 @@ own tool name (``"__all__"`` without one).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal, NotRequired, TypeAlias
 
 from langchain_core.messages import AIMessage, AnyMessage, ToolCall, ToolMessage
 from langgraph.runtime import Runtime
 
 from middleware_kit.decorators import hook_config
-from middleware_kit.errors import MiddlewareConfigError, MiddlewareError
+from middleware_kit.errors import MiddlewareError
 from middleware_kit.middleware import AgentMiddleware
+from middleware_kit.middlewares._config import INT_AT_LEAST_0, NON_EMPTY_NAME, Config, Rule, config_error, one_of
 from middleware_kit.middlewares._frozen import FrozenConfig
 from middleware_kit.pairing import last_ai_index
 from middleware_kit.types import AgentState, PrivateStateAttr
@@ -73,33 +75,33 @@ class ToolCallLimitState(AgentState):
     run_tool_call_count: NotRequired[Annotated[dict[str, int], PrivateStateAttr, _merge]]
 
 
-def _check_limits(owner: str, thread_limit: object, run_limit: object) -> None:
-    if thread_limit is None and run_limit is None:
-        raise MiddlewareConfigError(
-            f"At least one limit must be specified (thread_limit or run_limit). {owner}: pass thread_limit=..., "
-            f"run_limit=... or both.",
-            middleware=owner,
-            hook="thread_limit",
+def _some_limit(owner: str, args: Mapping[str, Any]) -> None:
+    if args["thread_limit"] is None and args["run_limit"] is None:
+        raise config_error(owner, "thread_limit", f"At least one limit must be specified (thread_limit or run_limit). "
+                                                  f"{owner}: pass thread_limit=..., run_limit=... or both.")
+
+
+def _run_within_thread(owner: str, args: Mapping[str, Any]) -> None:
+    thread_limit, run_limit = args["thread_limit"], args["run_limit"]
+    if thread_limit is not None and run_limit is not None and run_limit > thread_limit:
+        raise config_error(
+            owner,
+            "run_limit",
+            f"run_limit ({run_limit}) cannot exceed thread_limit ({thread_limit}). The run limit should be less than "
+            f"or equal to the thread limit. {owner}: lower run_limit or raise thread_limit.",
         )
-    for param, value in (("thread_limit", thread_limit), ("run_limit", run_limit)):
-        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
-            raise MiddlewareConfigError(
-                f"{owner}: {param} must be an int >= 0 or None, got {value!r}.", middleware=owner, hook=param
-            )
 
 
-def _check_exit(owner: str, exit_behavior: object, allowed: tuple[str, ...]) -> None:
-    if exit_behavior in allowed:
-        return
+def _exit_rule(*allowed: str) -> Rule:
+    """LangChain's sentence first, then which class and what to pass."""
     if len(allowed) == 2:
-        sentence = f"Invalid exit_behavior: {exit_behavior}. Must be {allowed[0]!r} or {allowed[1]!r}"
+        sentence = "Invalid {param}: {value}. Must be {expected}"
     else:
-        sentence = f"Invalid exit_behavior: {exit_behavior!r}. Must be one of {allowed}"
-    raise MiddlewareConfigError(
-        f"{sentence}. {owner}: pass one of {', '.join(map(repr, allowed))}.",
-        middleware=owner,
-        hook="exit_behavior",
-    )
+        sentence = f"Invalid {{param}}: {{value!r}}. Must be one of {allowed}"
+    return one_of(*allowed).saying(template=f"{sentence}. {{owner}}: pass one of {', '.join(map(repr, allowed))}.")
+
+
+_LIMIT = INT_AT_LEAST_0.or_none()
 
 
 def model_limit_message(thread_count: int, run_count: int, thread_limit: int | None, run_limit: int | None) -> str:
@@ -199,6 +201,9 @@ class ModelCallLimitMiddleware(FrozenConfig, AgentMiddleware[ModelCallLimitState
     """
 
     state_schema = ModelCallLimitState
+    __config__ = Config(
+        thread_limit=_LIMIT, run_limit=_LIMIT, exit_behavior=_exit_rule("end", "error"), relations=(_some_limit,)
+    )
 
     def __init__(
         self,
@@ -207,9 +212,6 @@ class ModelCallLimitMiddleware(FrozenConfig, AgentMiddleware[ModelCallLimitState
         run_limit: int | None = None,
         exit_behavior: Literal["end", "error"] = "end",
     ) -> None:
-        owner = type(self).__name__
-        _check_limits(owner, thread_limit, run_limit)
-        _check_exit(owner, exit_behavior, ("end", "error"))
         self.thread_limit = thread_limit
         self.run_limit = run_limit
         self.exit_behavior = exit_behavior
@@ -323,6 +325,13 @@ class ToolCallLimitMiddleware(FrozenConfig, AgentMiddleware[ToolCallLimitState, 
     """
 
     state_schema = ToolCallLimitState
+    __config__ = Config(
+        thread_limit=_LIMIT,
+        run_limit=_LIMIT,
+        exit_behavior=_exit_rule("continue", "error", "end"),
+        tool_name=NON_EMPTY_NAME.or_none("a tool's name (a non-empty str) or None"),
+        relations=(_some_limit, _run_within_thread),
+    )
 
     def __init__(
         self,
@@ -332,22 +341,6 @@ class ToolCallLimitMiddleware(FrozenConfig, AgentMiddleware[ToolCallLimitState, 
         run_limit: int | None = None,
         exit_behavior: ExitBehavior = "continue",
     ) -> None:
-        owner = type(self).__name__
-        _check_limits(owner, thread_limit, run_limit)
-        _check_exit(owner, exit_behavior, ("continue", "error", "end"))
-        if thread_limit is not None and run_limit is not None and run_limit > thread_limit:
-            raise MiddlewareConfigError(
-                f"run_limit ({run_limit}) cannot exceed thread_limit ({thread_limit}). The run limit should be less "
-                f"than or equal to the thread limit. {owner}: lower run_limit or raise thread_limit.",
-                middleware=owner,
-                hook="run_limit",
-            )
-        if tool_name is not None and (not isinstance(tool_name, str) or not tool_name):
-            raise MiddlewareConfigError(
-                f"{owner}: tool_name must be a tool's name (a non-empty str) or None, got {tool_name!r}.",
-                middleware=owner,
-                hook="tool_name",
-            )
         self.tool_name = tool_name
         self.thread_limit = thread_limit
         self.run_limit = run_limit

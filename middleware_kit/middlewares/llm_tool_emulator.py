@@ -39,6 +39,7 @@ from middleware_kit.drive import Step, acall_step, call_step, run_async, run_syn
 from middleware_kit.errors import MiddlewareConfigError
 from middleware_kit.hooks import AsyncToolHandler, ToolHandler, ToolResult
 from middleware_kit.middleware import AgentMiddleware
+from middleware_kit.middlewares._config import TOOLS, Config
 from middleware_kit.middlewares._frozen import FrozenConfig
 from middleware_kit.middlewares._model_arg import internal_call_config, resolve_chat_model, tool_names
 from middleware_kit.middlewares._stream import emit
@@ -81,19 +82,20 @@ class LLMToolEmulator(FrozenConfig, AgentMiddleware):
             :data:`DEFAULT_EMULATOR_MODEL`.
     """
 
+    __config__ = Config(
+        tools=TOOLS.or_none(
+            "None (emulate every tool) or a list of tool names and/or BaseTool instances",
+            "{owner}: {param} must be {expected}; got {value!r:.60}. Wrap a single tool in a list: "
+            "tools=[{value!r:.30}].",
+        ),
+    )
+
     def __init__(
         self,
         *,
         tools: Sequence[str | BaseTool] | None = None,
         model: str | BaseChatModel | None = None,
     ) -> None:
-        if tools is not None and (isinstance(tools, (str, BaseTool)) or not isinstance(tools, Sequence)):
-            raise MiddlewareConfigError(
-                f"{_NAME}: tools must be None (emulate every tool) or a list of tool names and/or BaseTool "
-                f"instances; got {tools!r:.60}. Wrap a single tool in a list: tools=[{tools!r:.30}].",
-                middleware=_NAME,
-                hook="tools",
-            )
         names = tool_names(tools or (), middleware=_NAME, parameter="tools")
         self.emulate_all: bool = tools is None
         """True when every tool is emulated."""

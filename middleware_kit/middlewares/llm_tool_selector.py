@@ -47,6 +47,7 @@ from middleware_kit.drive import Step, acall_step, call_step, run_async, run_syn
 from middleware_kit.errors import MiddlewareConfigError, MiddlewareError
 from middleware_kit.hooks import AsyncModelHandler, ModelHandler
 from middleware_kit.middleware import AgentMiddleware
+from middleware_kit.middlewares._config import INT_AT_LEAST_0, INT_AT_LEAST_1, NON_EMPTY_STR, Config
 from middleware_kit.middlewares._frozen import FrozenConfig
 from middleware_kit.middlewares._model_arg import internal_call_config, resolve_chat_model, tool_names
 from middleware_kit.middlewares._stream import emit
@@ -111,6 +112,19 @@ class LLMToolSelectorMiddleware(FrozenConfig, AgentMiddleware):
             ``max_tools``. Each must be among the agent's tools when a model call is made.
     """
 
+    __config__ = Config(
+        template="{owner}: {param} must be {expected}; got {value!r}.",
+        system_prompt=NON_EMPTY_STR.saying(
+            "a non-empty str", "{owner}: {param} must be {expected}; got {value!r:.60}."  # a prompt: its start only
+        ),
+        max_tools=INT_AT_LEAST_1.or_none(
+            "a positive int or None",
+            "{owner}: {param} must be {expected}; got {value!r}. Use always_include for tools that must always be "
+            "sent.",
+        ),
+        max_retries=INT_AT_LEAST_0.saying(">= 0 (an int: how many times a malformed selection is asked again)"),
+    )
+
     def __init__(
         self,
         *,
@@ -123,31 +137,11 @@ class LLMToolSelectorMiddleware(FrozenConfig, AgentMiddleware):
     ) -> None:
         self.model: BaseChatModel | None = None if model is None else _selection_model(model)
         """The selection model (None: the agent's model)."""
-        if not isinstance(system_prompt, str) or not system_prompt.strip():
-            raise MiddlewareConfigError(
-                f"{_NAME}: system_prompt must be a non-empty str; got {system_prompt!r:.60}.",
-                middleware=_NAME,
-                hook="system_prompt",
-            )
         self.system_prompt = system_prompt
-        if max_tools is not None and (isinstance(max_tools, bool) or not isinstance(max_tools, int) or max_tools < 1):
-            raise MiddlewareConfigError(
-                f"{_NAME}: max_tools must be a positive int or None; got {max_tools!r}. Use always_include for "
-                f"tools that must always be sent.",
-                middleware=_NAME,
-                hook="max_tools",
-            )
         self.max_tools = max_tools
         names = tool_names(always_include or (), middleware=_NAME, parameter="always_include")
         self.always_include: tuple[str, ...] = names
         """Names of the tools sent on every call."""
-        if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
-            raise MiddlewareConfigError(
-                f"{_NAME}: max_retries must be >= 0 (an int: how many times a malformed selection is asked again); "
-                f"got {max_retries!r}.",
-                middleware=_NAME,
-                hook="max_retries",
-            )
         self.max_retries = max_retries
         self.on_parsing_failure: OnParsingFailure = _checked_policy(on_parsing_failure)
 

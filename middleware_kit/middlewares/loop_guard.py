@@ -34,9 +34,9 @@ from typing import Annotated, Any, Literal, NotRequired
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, ToolCall, ToolMessage
 from langgraph.types import Command
 
-from middleware_kit.errors import MiddlewareConfigError
 from middleware_kit.flow import ModelCallFlow, ModelCallFlowHooks
 from middleware_kit.middleware import AgentMiddleware
+from middleware_kit.middlewares._config import BOOL, INT_AT_LEAST_1, NON_EMPTY_STR, WITHOUT_VALUE, Config, rule
 from middleware_kit.middlewares._frozen import FrozenConfig
 from middleware_kit.middlewares._stream import emit
 from middleware_kit.types import AgentState, ExtendedModelResponse, ModelRequest, ModelResponse, PrivateStateAttr
@@ -117,6 +117,18 @@ class LoopGuardMiddleware(ModelCallFlowHooks, FrozenConfig, AgentMiddleware[Loop
     """
 
     state_schema = LoopGuardState
+    __config__ = Config(
+        max_identical_calls=INT_AT_LEAST_1,
+        oscillation_cycles=INT_AT_LEAST_1.or_none(),
+        no_progress_turns=INT_AT_LEAST_1.or_none(),
+        steps_to_spare=INT_AT_LEAST_1.or_none(),
+        detect_unknown_tools=BOOL,
+        actions=rule(
+            lambda v: not isinstance(v, str) and isinstance(v, Sequence) and bool(v) and all(a in _ACTIONS for a in v),
+            f"a non-empty sequence of {list(_ACTIONS)}",
+        ),
+        final_prompt=NON_EMPTY_STR.saying(template=WITHOUT_VALUE),
+    )
 
     def __init__(
         self,
@@ -129,36 +141,6 @@ class LoopGuardMiddleware(ModelCallFlowHooks, FrozenConfig, AgentMiddleware[Loop
         steps_to_spare: int | None = 4,
         final_prompt: str = DEFAULT_FINAL_PROMPT,
     ) -> None:
-        owner = type(self).__name__
-
-        def positive(param: str, value: object, allow_none: bool) -> None:
-            if value is None and allow_none:
-                return
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise MiddlewareConfigError(
-                    f"{owner}: {param} must be an int >= 1{' or None' if allow_none else ''}, got {value!r}.",
-                    middleware=owner,
-                    hook=param,
-                )
-
-        positive("max_identical_calls", max_identical_calls, False)
-        positive("oscillation_cycles", oscillation_cycles, True)
-        positive("no_progress_turns", no_progress_turns, True)
-        positive("steps_to_spare", steps_to_spare, True)
-        if not isinstance(detect_unknown_tools, bool):
-            raise MiddlewareConfigError(f"{owner}: detect_unknown_tools must be a bool, got {detect_unknown_tools!r}.",
-                                        middleware=owner, hook="detect_unknown_tools")
-        if isinstance(actions, str) or not isinstance(actions, Sequence) or not actions or any(
-            a not in _ACTIONS for a in actions
-        ):
-            raise MiddlewareConfigError(
-                f"{owner}: actions must be a non-empty sequence of {list(_ACTIONS)}, got {actions!r}.",
-                middleware=owner,
-                hook="actions",
-            )
-        if not isinstance(final_prompt, str) or not final_prompt.strip():
-            raise MiddlewareConfigError(f"{owner}: final_prompt must be a non-empty string.", middleware=owner,
-                                        hook="final_prompt")
         self.max_identical_calls = max_identical_calls
         self.oscillation_cycles = oscillation_cycles
         self.no_progress_turns = no_progress_turns

@@ -48,6 +48,7 @@ from middleware_kit.drive import Step, Steps, run_async, run_sync
 from middleware_kit.errors import MiddlewareConfigError, MiddlewareError
 from middleware_kit.flow import ModelCallFlow, ModelCallFlowHooks
 from middleware_kit.middleware import AgentMiddleware
+from middleware_kit.middlewares._config import Config, is_number, one_of, rule
 from middleware_kit.middlewares._frozen import FrozenConfig
 from middleware_kit.middlewares._model_arg import internal_call_config, resolve_chat_model
 from middleware_kit.middlewares._stream import emit
@@ -177,6 +178,11 @@ class ModelRouterMiddleware(ModelCallFlowHooks, FrozenConfig, AgentMiddleware[Mo
     state_schema = ModelRouterState
     trace_policy = TracePolicy(process_inputs=omit_payload)
     """The hook runs record no payload: the conversation stays out of the router's trace runs (as LangChain)."""
+    __config__ = Config(
+        template="{owner}: {param} must be {expected}; got {value!r}.",
+        min_confidence=rule(lambda v: v is None or (is_number(v) and 0 <= v <= 1), "a number from 0 to 1, or None"),
+        on_error=one_of("raise", "default"),
+    )
 
     def __init__(
         self,
@@ -196,21 +202,7 @@ class ModelRouterMiddleware(ModelCallFlowHooks, FrozenConfig, AgentMiddleware[Mo
         )
         """The chat model of each choice (model names resolved once, here)."""
         self.classifier: BaseDecisionModel | BaseChatModel | RouteRule = self._checked_classifier(classifier)
-        if min_confidence is not None and (
-            isinstance(min_confidence, bool)
-            or not isinstance(min_confidence, (int, float))
-            or not 0 <= min_confidence <= 1
-        ):
-            raise MiddlewareConfigError(
-                f"{_NAME}: min_confidence must be a number from 0 to 1, or None; got {min_confidence!r}.",
-                middleware=_NAME,
-                hook="min_confidence",
-            )
         self.min_confidence = min_confidence
-        if on_error not in ("raise", "default"):
-            raise MiddlewareConfigError(
-                f"{_NAME}: on_error must be 'raise' or 'default'; got {on_error!r}.", middleware=_NAME, hook="on_error"
-            )
         self.on_error: Literal["raise", "default"] = on_error
 
     @property

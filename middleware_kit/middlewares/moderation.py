@@ -32,6 +32,7 @@ from middleware_kit.decorators import hook_config
 from middleware_kit.drive import Step, Steps, run_async, run_sync
 from middleware_kit.errors import MiddlewareConfigError, MiddlewareError
 from middleware_kit.middleware import AgentMiddleware
+from middleware_kit.middlewares._config import Config, config_error, one_of, rule
 from middleware_kit.middlewares._frozen import FrozenConfig
 from middleware_kit.middlewares._stream import emit
 from middleware_kit.types import AgentState
@@ -246,6 +247,20 @@ class _Violation:
     result: ModerationResult
 
 
+def _formattable(owner: str, args: Mapping[str, Any]) -> None:
+    given = args["violation_message"]
+    try:
+        (DEFAULT_VIOLATION_MESSAGE if given is None else given).format(**_PLACEHOLDERS)
+    except (KeyError, IndexError, ValueError, AttributeError) as exc:
+        raise config_error(
+            owner,
+            "violation_message",
+            f"{owner}: violation_message {given!r} cannot be formatted ({type(exc).__name__}: {exc}). Its "
+            f"placeholders are {{categories}}, {{category_scores}} and {{original_content}}; write {{{{ and }}}} for "
+            f"literal braces.",
+        ) from None
+
+
 class ModerationMiddleware(FrozenConfig, AgentMiddleware):
     """Moderate user input, model output and tool results with ``checker`` (see the module docstring).
 
@@ -260,6 +275,15 @@ class ModerationMiddleware(FrozenConfig, AgentMiddleware):
     """
 
     error_class: type[ModerationError] = ModerationError
+    __config__ = Config(
+        checker=rule(
+            lambda v: callable(getattr(v, "check", None)),
+            "have a check(text) -> ModerationResult method (e.g. KeywordModerationChecker or OpenAIModerationChecker)",
+            "{owner}: {param} must {expected}, got {value!r}.",
+        ),
+        exit_behavior=one_of("error", "end", "replace"),
+        relations=(_formattable,),
+    )
 
     def __init__(
         self,
@@ -271,31 +295,7 @@ class ModerationMiddleware(FrozenConfig, AgentMiddleware):
         exit_behavior: ExitBehavior = "end",
         violation_message: str | None = None,
     ) -> None:
-        owner = type(self).__name__
-        if not callable(getattr(checker, "check", None)):
-            raise MiddlewareConfigError(
-                f"{owner}: checker must have a check(text) -> ModerationResult method (e.g. "
-                f"KeywordModerationChecker or OpenAIModerationChecker), got {checker!r}.",
-                middleware=owner,
-                hook="checker",
-            )
-        if exit_behavior not in ("error", "end", "replace"):
-            raise MiddlewareConfigError(
-                f"{owner}: exit_behavior must be 'error', 'end' or 'replace', got {exit_behavior!r}.",
-                middleware=owner,
-                hook="exit_behavior",
-            )
         template = DEFAULT_VIOLATION_MESSAGE if violation_message is None else violation_message
-        try:
-            template.format(**_PLACEHOLDERS)
-        except (KeyError, IndexError, ValueError, AttributeError) as exc:
-            raise MiddlewareConfigError(
-                f"{owner}: violation_message {violation_message!r} cannot be formatted ({type(exc).__name__}: {exc}). "
-                f"Its placeholders are {{categories}}, {{category_scores}} and {{original_content}}; write {{{{ and "
-                f"}}}} for literal braces.",
-                middleware=owner,
-                hook="violation_message",
-            ) from None
         self.checker = checker
         self.check_input = bool(check_input)
         self.check_output = bool(check_output)

@@ -53,6 +53,7 @@ from langgraph.types import Command
 from middleware_kit.errors import MiddlewareConfigError, MiddlewareError
 from middleware_kit.flow import ModelCallFlow, ModelCallFlowHooks, ToolCallFlow, ToolCallFlowHooks
 from middleware_kit.middleware import AgentMiddleware
+from middleware_kit.middlewares._config import INT_AT_LEAST_0, NON_EMPTY_NAME, Config, one_of
 from middleware_kit.middlewares._direct import direct_call_only
 from middleware_kit.middlewares._frozen import FrozenConfig
 from middleware_kit.middlewares._pii_detectors import (
@@ -489,28 +490,8 @@ def _as_detector(pii_type: str, detector: DetectorSpec, name: str) -> Detector:
     )
 
 
-def _checked_arguments(
-    name: str, pii_type: Any, strategy: Any, memo_bytes: Any, key: KeySpec | None
-) -> Keyring | None:
-    """The constructor's checks (each error names the parameter); the keyring of ``strategy="placeholder"``."""
-    if not isinstance(pii_type, str) or not pii_type:
-        raise MiddlewareConfigError(
-            f"PIIMiddleware pii_type must be a non-empty string; got {pii_type!r}.",
-            middleware=name,
-            hook="pii_type",
-        )
-    if strategy not in _STRATEGIES:
-        raise MiddlewareConfigError(
-            f"PIIMiddleware strategy must be one of {', '.join(map(repr, _STRATEGIES))}; got {strategy!r}.",
-            middleware=name,
-            hook="strategy",
-        )
-    if not isinstance(memo_bytes, int) or isinstance(memo_bytes, bool) or memo_bytes < 0:
-        raise MiddlewareConfigError(
-            f"{name}: memo_bytes must be an int >= 0 (bytes; 0 disables the memo); got {memo_bytes!r}.",
-            middleware=name,
-            hook="memo_bytes",
-        )
+def _keyring(name: str, pii_type: str, strategy: Strategy, key: KeySpec | None) -> Keyring | None:
+    """The keyring of ``strategy="placeholder"`` (which needs ``key``; no other strategy takes one)."""
     keyring: Keyring | None = None
     if strategy == "placeholder":
         if key is None:
@@ -534,6 +515,11 @@ def _checked_arguments(
             hook="key",
         )
     return keyring
+
+
+_OURS = "{owner}: {param} must be {expected}; got {value!r}."
+_THEIRS = "PIIMiddleware {param} must be {expected}; got {value!r}."
+"""LangChain's sentence (it names the class, not the instance)."""
 
 
 class PIIMiddleware(ModelCallFlowHooks, ToolCallFlowHooks, FrozenConfig, AgentMiddleware[AgentState[Any], Any]):
@@ -563,6 +549,13 @@ class PIIMiddleware(ModelCallFlowHooks, ToolCallFlowHooks, FrozenConfig, AgentMi
     Constructor errors are :class:`MiddlewareConfigError` (a ``ValueError``) naming the parameter.
     """
 
+    __config__ = Config(
+        owner=lambda args: args["name"] or f"PIIMiddleware[{args['pii_type']}]",
+        pii_type=NON_EMPTY_NAME.saying("a non-empty string", _THEIRS),
+        strategy=one_of(*_STRATEGIES).saying(f"one of {', '.join(map(repr, _STRATEGIES))}", _THEIRS),
+        memo_bytes=INT_AT_LEAST_0.saying("an int >= 0 (bytes; 0 disables the memo)", _OURS),
+    )
+
     def __init__(
         self,
         pii_type: str,
@@ -578,7 +571,7 @@ class PIIMiddleware(ModelCallFlowHooks, ToolCallFlowHooks, FrozenConfig, AgentMi
         name: str | None = None,
     ) -> None:
         name = name or f"PIIMiddleware[{pii_type}]"
-        keyring = _checked_arguments(name, pii_type, strategy, memo_bytes, key)
+        self._keyring = _keyring(name, pii_type, strategy, key)
         self.pii_type = pii_type
         self.strategy: Strategy = strategy
         self.detector = _as_detector(pii_type, detector, name)
@@ -588,13 +581,11 @@ class PIIMiddleware(ModelCallFlowHooks, ToolCallFlowHooks, FrozenConfig, AgentMi
         self.salt: Salt = salt if salt is not None else secrets.token_bytes(32)
         self.memo_bytes = memo_bytes
         self.name = name
-        self._keyring = keyring
         # hash with a per-run salt: the graph input is guarded before the run exists (no runtime, no tenant); its
         # values are sealed under a key that lives only in this process's memory and turned into the tenant's hash
         # by before_agent, the run's first step.
-        self._pending: Keyring | None = (
-            Keyring([secrets.token_bytes(32)]) if strategy == "hash" and callable(salt) else None
-        )
+        per_run = strategy == "hash" and callable(salt)
+        self._pending: Keyring | None = Keyring([secrets.token_bytes(32)]) if per_run else None
         # Texts known to hold no PII, so a text seen again (the same message guarded in its node and again by the
         # reducer, or by several instances) costs a digest, not a regex pass. Only for pure detectors: the built-in
         # ones and regexes; a custom function may depend on something that changes, so it is always called.

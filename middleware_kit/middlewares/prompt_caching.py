@@ -35,6 +35,7 @@ from typing_extensions import TypedDict
 from middleware_kit.errors import MiddlewareConfigError
 from middleware_kit.flow import ModelCallFlow, ModelCallFlowHooks
 from middleware_kit.middleware import AgentMiddleware
+from middleware_kit.middlewares._config import INT_AT_LEAST_0, Config, one_of
 from middleware_kit.middlewares._frozen import FrozenConfig
 from middleware_kit.middlewares._stream import emit
 from middleware_kit.types import AgentState, ExtendedModelResponse, ModelRequest, ModelResponse, PrivateStateAttr
@@ -162,6 +163,12 @@ class PromptCachingMiddleware(ModelCallFlowHooks, FrozenConfig, AgentMiddleware[
 
     state_schema = PromptCachingState
     _default_unsupported: UnsupportedBehavior = "ignore"
+    __config__ = Config(
+        type=one_of("ephemeral").saying("'ephemeral' (the only cache type)"),
+        ttl=one_of("5m", "1h"),
+        min_messages_to_cache=INT_AT_LEAST_0,
+        unsupported_model_behavior=one_of("ignore", "warn", "raise").or_none("'ignore', 'warn' or 'raise'"),
+    )
 
     def __init__(
         self,
@@ -172,33 +179,7 @@ class PromptCachingMiddleware(ModelCallFlowHooks, FrozenConfig, AgentMiddleware[
         *,
         check_prefix_stability: bool = True,
     ) -> None:
-        owner = self.__class__.__name__
-        if type != "ephemeral":
-            raise MiddlewareConfigError(
-                f"{owner}: type must be 'ephemeral' (the only cache type), got {type!r}.", middleware=owner, hook="type"
-            )
-        if ttl not in ("5m", "1h"):
-            raise MiddlewareConfigError(
-                f"{owner}: ttl must be '5m' or '1h', got {ttl!r}.", middleware=owner, hook="ttl"
-            )
-        if (
-            isinstance(min_messages_to_cache, bool)
-            or not isinstance(min_messages_to_cache, int)
-            or min_messages_to_cache < 0
-        ):
-            raise MiddlewareConfigError(
-                f"{owner}: min_messages_to_cache must be an int >= 0, got {min_messages_to_cache!r}.",
-                middleware=owner,
-                hook="min_messages_to_cache",
-            )
         behavior = self._default_unsupported if unsupported_model_behavior is None else unsupported_model_behavior
-        if behavior not in ("ignore", "warn", "raise"):
-            raise MiddlewareConfigError(
-                f"{owner}: unsupported_model_behavior must be 'ignore', 'warn' or 'raise', got "
-                f"{unsupported_model_behavior!r}.",
-                middleware=owner,
-                hook="unsupported_model_behavior",
-            )
         self.type = type
         self.ttl = ttl
         self.min_messages_to_cache = min_messages_to_cache

@@ -21,10 +21,8 @@ The provider is read from the request's model, as LangChain 1.5 does, first matc
 
 Provider names are compared lower-cased with ``-`` read as ``_``. Supported providers and their search tools:
 
-| provider | search tool added |
-|---|---|
-| ``anthropic`` | :data:`ANTHROPIC_TOOL_SEARCH` (BM25 variant) |
-| ``openai`` | :data:`OPENAI_TOOL_SEARCH` |
+- ``anthropic``: :data:`ANTHROPIC_TOOL_SEARCH` (BM25 variant);
+- ``openai``: :data:`OPENAI_TOOL_SEARCH`.
 
 When nothing is deferred the request passes through unchanged, whatever the provider. When something is deferred
 and the provider cannot be determined or has no tool search, the model call raises :class:`ToolSearchUnsupportedError`
@@ -44,6 +42,7 @@ from langchain_core.tools import BaseTool
 from middleware_kit.errors import MiddlewareConfigError
 from middleware_kit.flow import ModelCallFlow, ModelCallFlowHooks
 from middleware_kit.middleware import AgentMiddleware
+from middleware_kit.middlewares._config import TOOLS, Config, one_of
 from middleware_kit.middlewares._frozen import FrozenConfig
 from middleware_kit.middlewares._model_arg import tool_names
 from middleware_kit.middlewares._stream import emit
@@ -153,29 +152,23 @@ class ProviderToolSearchMiddleware(ModelCallFlowHooks, FrozenConfig, AgentMiddle
             normally to such a model.
     """
 
+    __config__ = Config(
+        template="{owner}: {param} must be {expected}; got {value!r}.",
+        searchable_tools=TOOLS.or_none(
+            "a list of tools or tool names", "{owner}: {param} must be {expected}; got {value!r:.60}."
+        ),
+        on_unsupported=one_of("error", "send_all"),
+    )
+
     def __init__(
         self,
         *,
         searchable_tools: Sequence[ToolIdentifier] | None = None,
         on_unsupported: Literal["error", "send_all"] = "error",
     ) -> None:
-        if searchable_tools is not None and (
-            isinstance(searchable_tools, (str, BaseTool)) or not isinstance(searchable_tools, Sequence)
-        ):
-            raise MiddlewareConfigError(
-                f"{_NAME}: searchable_tools must be a list of tools or tool names; got {searchable_tools!r:.60}.",
-                middleware=_NAME,
-                hook="searchable_tools",
-            )
         names = tool_names(searchable_tools or (), middleware=_NAME, parameter="searchable_tools")
         self.searchable_tools: tuple[str, ...] = names
         """Names of the tools deferred behind tool search."""
-        if on_unsupported not in ("error", "send_all"):
-            raise MiddlewareConfigError(
-                f"{_NAME}: on_unsupported must be 'error' or 'send_all'; got {on_unsupported!r}.",
-                middleware=_NAME,
-                hook="on_unsupported",
-            )
         self.on_unsupported: Literal["error", "send_all"] = on_unsupported
 
     def _check_bound(self, tools: Sequence[Any]) -> None:

@@ -52,6 +52,7 @@ from middleware_kit.errors import HookReturnError, MiddlewareConfigError, Middle
 from middleware_kit.flow import ModelCallFlow, ModelCallFlowHooks, Sleep, ToolCallFlow, ToolCallFlowHooks
 from middleware_kit.hooks import ToolResult
 from middleware_kit.middleware import AgentMiddleware
+from middleware_kit.middlewares._config import CALLABLE, FINITE_AT_LEAST_0, INT_AT_LEAST_0, Config, rule
 from middleware_kit.middlewares._frozen import FrozenConfig
 from middleware_kit.middlewares._stream import emit
 from middleware_kit.types import (
@@ -449,8 +450,25 @@ class _Policy(TypedDict, total=False):
     sleep: Callable[[float], object] | None
 
 
+_LANGCHAIN_FIRST = "{param} must be >= 0. {owner}: got {value!r}; pass {expected}."
+"""LangChain's sentence first, then which class and how to fix it."""
+_SECONDS = FINITE_AT_LEAST_0.saying("a finite number of seconds >= 0", _LANGCHAIN_FIRST)
+
+
 class _RetryMiddleware(FrozenConfig, AgentMiddleware):
     """What the model and the tool variants share: parameters, validation, the budget, sleeping."""
+
+    __config__ = Config(
+        max_retries=INT_AT_LEAST_0.saying("an int (0: no retry)", _LANGCHAIN_FIRST),  # in LangChain's order
+        initial_delay=_SECONDS,
+        max_delay=_SECONDS,
+        backoff_factor=FINITE_AT_LEAST_0.saying("a finite number >= 0 (0: constant delay)", _LANGCHAIN_FIRST),
+        max_elapsed=rule(lambda v: v is None or (_is_seconds(v) and v > 0), "a number of seconds > 0 (or None)"),
+        budget=(INT_AT_LEAST_0 | CALLABLE).or_none(
+            "an int >= 0, a function of the runtime returning one, or None", "{owner}: {param} must be {expected}; "
+            "got {value!r}."
+        ),
+    )
 
     def __init__(
         self,
@@ -467,32 +485,10 @@ class _RetryMiddleware(FrozenConfig, AgentMiddleware):
         respect_retry_after: bool = True,
         sleep: Callable[[float], object] | None = None,
     ) -> None:
-        cls = type(self).__name__
-        # LangChain's order and sentences first, then which class and how to fix it.
-        if not _is_count(max_retries):
-            raise self._config_error(
-                "max_retries", f"max_retries must be >= 0. {cls}: got {max_retries!r}; pass an int (0: no retry)."
-            )
-        for param, number, hint in (
-            ("initial_delay", initial_delay, "a finite number of seconds >= 0"),
-            ("max_delay", max_delay, "a finite number of seconds >= 0"),
-            ("backoff_factor", backoff_factor, "a finite number >= 0 (0: constant delay)"),
-        ):
-            if not _is_seconds(number):
-                raise self._config_error(param, f"{param} must be >= 0. {cls}: got {number!r}; pass {hint}.")
-        if max_elapsed is not None and not (_is_seconds(max_elapsed) and max_elapsed > 0):
-            raise self._config_error(
-                "max_elapsed", f"max_elapsed must be a number of seconds > 0 (or None), got {max_elapsed!r}."
-            )
-        if budget is not None and not (callable(budget) or _is_count(budget)):
-            raise self._config_error(
-                "budget",
-                f"budget must be an int >= 0, a function of the runtime returning one, or None; got {budget!r}.",
-            )
         self.max_retries = max_retries
         self.retry_on = retry_on
         self._retry_on = self._retry_predicate(retry_on)
-        self.on_failure = self._check_on_failure(on_failure, cls)
+        self.on_failure = self._check_on_failure(on_failure, type(self).__name__)
         self.backoff_factor = float(backoff_factor)
         self.initial_delay = float(initial_delay)
         self.max_delay = float(max_delay)

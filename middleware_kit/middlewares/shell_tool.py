@@ -17,7 +17,7 @@ Guarantees (each has a test that tries to break it):
   closes the session (the worker thread running the command cannot be interrupted otherwise).
 - **Output is bounded.** At most ``max_output_lines`` lines and ``max_output_bytes`` bytes are kept (a hard ceiling of
   1 MiB applies when ``max_output_bytes`` is None); the rest is drained and counted, never stored, so ``yes`` cannot
-  exhaust memory. Standard error is kept too, each line prefixed ``[stderr] ``.
+  exhaust memory. Standard error is kept too, each line prefixed ``[stderr]`` and a space.
 - **Redaction** (:class:`RedactionRule`) runs on the output before the model sees it (with a margin past the
   truncation point, so a secret cut in half at the limit is still found).
 - **Sessions belong to a run.** ``before_agent`` starts the run's session (and its startup commands); a private
@@ -52,6 +52,7 @@ from langgraph.runtime import Runtime
 
 from middleware_kit.errors import MiddlewareConfigError, MiddlewareError
 from middleware_kit.middleware import AgentMiddleware
+from middleware_kit.middlewares._config import Config, config_error, instance_of, rule
 from middleware_kit.middlewares._frozen import FrozenConfig
 from middleware_kit.middlewares._pii_detectors import BUILTIN_DETECTORS
 from middleware_kit.middlewares._shell_policies import (
@@ -282,17 +283,36 @@ class ShellToolState(AgentState[Any]):
     shell_session_id: NotRequired[Annotated[str | None, PrivateStateAttr]]
 
 
-def _commands(value: Sequence[str] | str | None, owner: str, param: str) -> tuple[str, ...]:
+def _commands(value: Sequence[str] | str | None) -> tuple[str, ...]:
     if value is None:
         return ()
-    items = (value,) if isinstance(value, str) else tuple(value)
-    if not all(isinstance(c, str) and c.strip() for c in items):
-        raise MiddlewareConfigError(
-            f"{owner}: {param} must be a command string or a sequence of non-empty command strings, got {value!r}.",
-            middleware=owner,
-            hook=param,
+    return (value,) if isinstance(value, str) else tuple(value)
+
+
+_COMMANDS = rule(
+    lambda v: all(isinstance(c, str) and c.strip() for c in _commands(v)),
+    "a command string or a sequence of non-empty command strings",
+)
+
+
+_POLICIES = "a HostExecutionPolicy, DockerExecutionPolicy or CodexSandboxExecutionPolicy"
+
+
+def _concrete_policy(owner: str, args: Mapping[str, Any]) -> None:
+    if type(args["execution_policy"]) is BaseExecutionPolicy:
+        raise config_error(
+            owner,
+            "execution_policy",
+            f"{owner}: execution_policy BaseExecutionPolicy is the base class; use HostExecutionPolicy, "
+            f"DockerExecutionPolicy or CodexSandboxExecutionPolicy, or a subclass that implements spawn().",
         )
-    return items
+
+
+def _redaction_rules(owner: str, args: Mapping[str, Any]) -> None:
+    for item in args["redaction_rules"] or ():
+        if not isinstance(item, RedactionRule):
+            raise config_error(owner, "redaction_rules",
+                               f"{owner}: redaction_rules must hold RedactionRule instances, got {item!r}.")
 
 
 def _shell_argv(shell_command: Sequence[str] | str | None, default: tuple[str, ...], owner: str) -> tuple[str, ...]:
@@ -356,7 +376,7 @@ class ShellToolMiddleware(FrozenConfig, AgentMiddleware[ShellToolState, Any]):
             failures are logged.
         execution_policy: :class:`HostExecutionPolicy` (default), :class:`DockerExecutionPolicy` or
             :class:`CodexSandboxExecutionPolicy`: timeouts, output limits and isolation.
-        redaction_rules: :class:`RedactionRule`s applied to every output before the model sees it.
+        redaction_rules: the :class:`RedactionRule` instances applied to every output before the model sees it.
         tool_description: The description the model sees (default :data:`DEFAULT_TOOL_DESCRIPTION`).
         tool_name: The tool's name (default ``"shell"``).
         shell_command: The shell to launch (a path or an argv); default ``/bin/bash`` (``/bin/sh`` in Docker).
@@ -365,6 +385,19 @@ class ShellToolMiddleware(FrozenConfig, AgentMiddleware[ShellToolState, Any]):
     """
 
     state_schema = ShellToolState
+    __config__ = Config(
+        execution_policy=instance_of(BaseExecutionPolicy, expected=_POLICIES).or_none(_POLICIES),
+        tool_name=rule(
+            lambda v: isinstance(v, str) and re.fullmatch(r"[A-Za-z0-9_-]{1,64}", v) is not None,
+            "1-64 letters, digits, '_' or '-'",
+        ),
+        workspace_root=rule(
+            lambda v: v is None or "\x00" not in os.fspath(v), "a directory path without NUL characters"
+        ),
+        startup_commands=_COMMANDS,
+        shutdown_commands=_COMMANDS,
+        relations=(_concrete_policy, _redaction_rules),
+    )
 
     def __init__(
         self,
@@ -381,43 +414,10 @@ class ShellToolMiddleware(FrozenConfig, AgentMiddleware[ShellToolState, Any]):
     ) -> None:
         owner = type(self).__name__
         policy = HostExecutionPolicy() if execution_policy is None else execution_policy
-        if not isinstance(policy, BaseExecutionPolicy):
-            raise MiddlewareConfigError(
-                f"{owner}: execution_policy must be a HostExecutionPolicy, DockerExecutionPolicy or "
-                f"CodexSandboxExecutionPolicy, got {policy!r}.",
-                middleware=owner,
-                hook="execution_policy",
-            )
-        if type(policy) is BaseExecutionPolicy:
-            raise MiddlewareConfigError(
-                f"{owner}: execution_policy BaseExecutionPolicy is the base class; use HostExecutionPolicy, "
-                f"DockerExecutionPolicy or CodexSandboxExecutionPolicy, or a subclass that implements spawn().",
-                middleware=owner,
-                hook="execution_policy",
-            )
         rules = tuple(redaction_rules or ())
-        for rule in rules:
-            if not isinstance(rule, RedactionRule):
-                raise MiddlewareConfigError(
-                    f"{owner}: redaction_rules must hold RedactionRule instances, got {rule!r}.",
-                    middleware=owner,
-                    hook="redaction_rules",
-                )
-        if not isinstance(tool_name, str) or not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", tool_name):
-            raise MiddlewareConfigError(
-                f"{owner}: tool_name must be 1-64 letters, digits, '_' or '-', got {tool_name!r}.",
-                middleware=owner,
-                hook="tool_name",
-            )
-        if workspace_root is not None and "\x00" in os.fspath(workspace_root):
-            raise MiddlewareConfigError(
-                f"{owner}: workspace_root must be a directory path without NUL characters, got {workspace_root!r}.",
-                middleware=owner,
-                hook="workspace_root",
-            )
         self.workspace_root = Path(workspace_root).expanduser().absolute() if workspace_root else None
-        self.startup_commands = _commands(startup_commands, owner, "startup_commands")
-        self.shutdown_commands = _commands(shutdown_commands, owner, "shutdown_commands")
+        self.startup_commands = _commands(startup_commands)
+        self.shutdown_commands = _commands(shutdown_commands)
         self.policy = policy
         self.redaction_rules = rules
         self._detectors = tuple((rule, rule.resolve(owner)) for rule in rules)
@@ -659,18 +659,18 @@ class ShellToolMiddleware(FrozenConfig, AgentMiddleware[ShellToolState, Any]):
         """The text with every rule applied, the type of a ``block`` rule that matched, and match counts per type
         (counts only: the matched values never leave this function)."""
         counts: dict[str, int] = {}
-        for rule, detect in self._detectors:
+        for redaction, detect in self._detectors:
             spans = sorted(detect(text))
             if not spans:
                 continue
-            if rule.strategy == "block":
-                return "", rule.pii_type, {**counts, rule.pii_type: len(spans)}
-            counts[rule.pii_type] = counts.get(rule.pii_type, 0) + len(spans)
+            if redaction.strategy == "block":
+                return "", redaction.pii_type, {**counts, redaction.pii_type: len(spans)}
+            counts[redaction.pii_type] = counts.get(redaction.pii_type, 0) + len(spans)
             parts, pos = [], 0
             for start, end in spans:
                 if start < pos:
                     continue
-                parts += [text[pos:start], rule.replacement(text[start:end])]
+                parts += [text[pos:start], redaction.replacement(text[start:end])]
                 pos = end
             text = "".join([*parts, text[pos:]])
         return text, None, counts

@@ -59,6 +59,7 @@ from middleware_kit.drive import Step, Steps, run_async, run_sync
 from middleware_kit.errors import MiddlewareConfigError, MiddlewareError
 from middleware_kit.internal_calls import internal_call_metadata
 from middleware_kit.middleware import AgentMiddleware
+from middleware_kit.middlewares._config import INT_AT_LEAST_1, Config, one_of, rule
 from middleware_kit.middlewares._frozen import FrozenConfig
 from middleware_kit.middlewares._stream import emit
 from middleware_kit.middlewares._tokens import TiktokenCounter, encoding_for_model
@@ -369,21 +370,17 @@ def _summarized_model(model: Any) -> BaseChatModel:
         ) from error
 
 
-def _check_options(summary_prompt: Any, trim_tokens_to_summarize: Any, on_failure: Any) -> None:
-    if not isinstance(summary_prompt, str) or "{messages}" not in summary_prompt:
+def _check_window(
+    trigger: tuple[tuple[tuple[str, float], ...], ...] | None, keep: tuple[str, float] | None, window: int | None
+) -> None:
+    """Fractions are of the model's window: without one (no profile), only absolute sizes work."""
+    if trigger is not None and keep is not None and window is None and _uses_fraction(trigger, keep):
         raise _config_error(
-            "summary_prompt", "summary_prompt must contain '{messages}' (where the messages to summarize go)"
+            "trigger" if any(k == "fraction" for clause in trigger for k, _ in clause) else "keep",
+            "Model profile information is required to use fractional token limits, and is unavailable for the "
+            "specified model. Please use absolute token counts instead, or pass "
+            "ChatModel(..., profile={'max_input_tokens': ...}) with the model's maximum input tokens",
         )
-    if trim_tokens_to_summarize is not None and (
-        isinstance(trim_tokens_to_summarize, bool) or not isinstance(trim_tokens_to_summarize, int)
-        or trim_tokens_to_summarize <= 0
-    ):
-        raise _config_error(
-            "trim_tokens_to_summarize",
-            f"trim_tokens_to_summarize must be a positive int or None, got {trim_tokens_to_summarize!r}",
-        )
-    if on_failure not in ("error", "skip"):
-        raise _config_error("on_failure", f"on_failure must be 'error' or 'skip', got {on_failure!r}")
 
 
 def _summary_writer(summarizer: Any, model: BaseChatModel) -> tuple[Any, BaseChatModel]:
@@ -413,11 +410,11 @@ def _counter_of(token_counter: Any, tiktoken: TiktokenCounter | None) -> Callabl
         return tiktoken
     if token_counter == "approximate":
         return _approximately
-    if callable(token_counter) and not isinstance(token_counter, str):
-        return cast("Callable[..., int]", token_counter)
-    raise _config_error(
-        "token_counter", f"token_counter must be 'tiktoken', 'approximate' or a function, got {token_counter!r}"
-    )
+    return cast("Callable[..., int]", token_counter)  # a function (the declared rule)
+
+
+_THEIRS = "{param} must be {expected}, got {value!r} (SummarizationMiddleware, {param}.)"
+"""LangChain's sentence first, then ours (which class and parameter), as :func:`_config_error` words it."""
 
 
 class SummarizationMiddleware(FrozenConfig, AgentMiddleware):
@@ -456,6 +453,22 @@ class SummarizationMiddleware(FrozenConfig, AgentMiddleware):
     are copies of what was passed.
     """
 
+    __config__ = Config(
+        template=_THEIRS,
+        owner=lambda _: "SummarizationMiddleware",
+        summary_prompt=rule(
+            lambda v: isinstance(v, str) and "{messages}" in v,
+            "contain '{messages}' (where the messages to summarize go)",
+            "{param} must {expected} (SummarizationMiddleware, {param}.)",
+        ),
+        trim_tokens_to_summarize=INT_AT_LEAST_1.or_none("a positive int or None"),
+        on_failure=one_of("error", "skip"),
+        token_counter=rule(
+            lambda v: v in ("tiktoken", "approximate") if isinstance(v, str) else callable(v),
+            "'tiktoken', 'approximate' or a function",
+        ),
+    )
+
     def __init__(
         self,
         model: Any,
@@ -480,16 +493,7 @@ class SummarizationMiddleware(FrozenConfig, AgentMiddleware):
         self.keep = keep
         self._trigger = None if callable(trigger) else _parse_trigger(trigger)
         self._keep = None if callable(keep) else _parse_keep(keep)
-        if self._trigger is not None and self._keep is not None and self._window is None and _uses_fraction(
-            self._trigger, self._keep
-        ):
-            raise _config_error(
-                "trigger" if any(k == "fraction" for clause in self._trigger for k, _ in clause) else "keep",
-                "Model profile information is required to use fractional token limits, and is unavailable for the "
-                "specified model. Please use absolute token counts instead, or pass "
-                "ChatModel(..., profile={'max_input_tokens': ...}) with the model's maximum input tokens",
-            )
-        _check_options(summary_prompt, trim_tokens_to_summarize, on_failure)
+        _check_window(self._trigger, self._keep, self._window)
         self.summary_prompt = summary_prompt
         self.trim_tokens_to_summarize = trim_tokens_to_summarize
         self.summarizer, self.summary_model = _summary_writer(summarizer, self.model)

@@ -17,9 +17,9 @@ from langgraph.runtime import Runtime
 from langgraph.types import Command
 from typing_extensions import TypedDict
 
-from middleware_kit.errors import MiddlewareConfigError
 from middleware_kit.flow import ModelCallFlow, ModelCallFlowHooks
 from middleware_kit.middleware import AgentMiddleware
+from middleware_kit.middlewares._config import NON_EMPTY_STR, STR, Config
 from middleware_kit.middlewares._frozen import FrozenConfig
 from middleware_kit.pairing import last_ai_index
 from middleware_kit.types import AgentState, ModelRequest, OmitFromInput
@@ -162,20 +162,20 @@ class TodoListMiddleware(ModelCallFlowHooks, FrozenConfig, AgentMiddleware[Plann
 
     state_schema = PlanningState
 
+    __config__ = Config(
+        owner=lambda _: "TodoListMiddleware",
+        template="{owner}: {param} must be {expected}, got {value!r:.60}. Pass the text the model reads "
+        "(system_prompt='' adds nothing).",
+        system_prompt=STR,
+        tool_description=NON_EMPTY_STR.saying("a str (not empty)"),
+    )
+
     def __init__(
         self,
         *,
         system_prompt: str = WRITE_TODOS_SYSTEM_PROMPT,
         tool_description: str = WRITE_TODOS_TOOL_DESCRIPTION,
     ) -> None:
-        for param, value in (("system_prompt", system_prompt), ("tool_description", tool_description)):
-            if not isinstance(value, str) or (param == "tool_description" and not value.strip()):
-                raise MiddlewareConfigError(
-                    f"TodoListMiddleware: {param} must be a str{' (not empty)' if param == 'tool_description' else ''}"
-                    f", got {value!r:.60}. Pass the text the model reads (system_prompt='' adds nothing).",
-                    middleware="TodoListMiddleware",
-                    hook=param,
-                )
         self.system_prompt = system_prompt
         self.tool_description = tool_description
         default = tool_description == WRITE_TODOS_TOOL_DESCRIPTION

@@ -13,7 +13,7 @@ policy decision, not something the model should talk its way around), exceptions
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeAlias
 
 from langchain_core.messages import ToolMessage
@@ -24,6 +24,7 @@ from middleware_kit.drive import Step, Steps, run_async, run_sync
 from middleware_kit.errors import HookReturnError, MiddlewareConfigError, MiddlewareError
 from middleware_kit.hooks import AsyncToolHandler, ToolHandler, ToolResult
 from middleware_kit.middleware import AgentMiddleware
+from middleware_kit.middlewares._config import CALLABLE, Config, config_error
 from middleware_kit.middlewares._frozen import FrozenConfig
 from middleware_kit.trace_policy import TracePolicy, omit_payload
 from middleware_kit.types import ToolCallRequest
@@ -59,8 +60,36 @@ def _arity(fn: Callable[..., Any]) -> int:
     return 2
 
 
+def _some_handler(owner: str, args: Mapping[str, Any]) -> None:
+    if args["on_error"] is None and args["aon_error"] is None:
+        raise config_error(
+            owner,
+            "on_error",
+            f"{owner} requires `on_error` and/or `aon_error`: a function (exception, request) -> str | None (None lets "
+            f"the exception propagate), or a template such as {owner}(DEFAULT_TOOL_ERROR_TEMPLATE).",
+        )
+
+
+def _check_on_error(owner: str, args: Mapping[str, Any]) -> None:
+    on_error = args["on_error"]
+    if isinstance(on_error, str):
+        try:
+            on_error.format(**_PLACEHOLDERS)
+        except (KeyError, IndexError, ValueError) as exc:
+            raise config_error(
+                owner,
+                "on_error",
+                f"{owner}: the on_error template {on_error!r} cannot be formatted ({type(exc).__name__}: {exc}). "
+                f"Its placeholders are {{tool}}, {{error_type}}, {{error}} and {{args}}; write {{{{ and }}}} "
+                f"for literal braces.",
+            ) from None
+    elif on_error is not None and not callable(on_error):
+        raise config_error(owner, "on_error", f"{owner}: on_error must be a function (exception, request) -> str | "
+                                              f"None or a template str, got {on_error!r}.")
+
+
 class ToolErrorMiddleware(FrozenConfig, AgentMiddleware):
-    """Turn exceptions raised by tools into error ``ToolMessage``s the model can read and act on.
+    """Turn exceptions raised by tools into error ``ToolMessage`` objects the model can read and act on.
 
     Handling is opt-in, as in LangChain 1.5: give ``on_error`` and/or ``aon_error``. What they return decides:
 
@@ -77,13 +106,18 @@ class ToolErrorMiddleware(FrozenConfig, AgentMiddleware):
         aon_error: An ``async def`` handler used under ``ainvoke`` (``on_error`` is used when it is omitted). Alone,
             it also serves ``invoke`` (driven to completion there; LangChain raises instead).
         catch: Which exceptions reach the handler: exception classes or a predicate. Default ``Exception``.
-        tools: Only handle errors of these tools (names or ``BaseTool``s); default None: every tool.
+        tools: Only handle errors of these tools (names or ``BaseTool`` instances); default None: every tool.
 
     ``MiddlewareError`` and LangGraph control flow (interrupts) always propagate; no handler sees them.
     """
 
     trace_policy = TracePolicy(process_inputs=omit_payload)
     """The hook runs' traces keep their timing but not the request (arguments may be sensitive), as in LangChain."""
+
+    __config__ = Config(
+        aon_error=CALLABLE.or_none("an async function (exception, request) -> str | None"),
+        relations=(_some_handler, _check_on_error),
+    )
 
     def __init__(
         self,
@@ -94,22 +128,6 @@ class ToolErrorMiddleware(FrozenConfig, AgentMiddleware):
         tools: Sequence[BaseTool | str] | None = None,
     ) -> None:
         owner = type(self).__name__
-        if on_error is None and aon_error is None:
-            raise MiddlewareConfigError(
-                f"{owner} requires `on_error` and/or `aon_error`: a function (exception, request) -> str | None "
-                f"(None lets the exception propagate), or a template such as "
-                f"{owner}(DEFAULT_TOOL_ERROR_TEMPLATE).",
-                middleware=owner,
-                hook="on_error",
-            )
-        _check_on_error(owner, on_error)
-        if aon_error is not None and not callable(aon_error):
-            raise MiddlewareConfigError(
-                f"{owner}: aon_error must be an async function (exception, request) -> str | None, got "
-                f"{aon_error!r}.",
-                middleware=owner,
-                hook="aon_error",
-            )
         self._catches: Callable[[Exception], bool] = _catcher(owner, catch)
         names: list[str] = []
         for tool in tools or ():
@@ -180,27 +198,6 @@ class ToolErrorMiddleware(FrozenConfig, AgentMiddleware):
 
 def _tool_name(request: ToolCallRequest) -> str:
     return request.tool.name if request.tool is not None else request.tool_call["name"]
-
-
-def _check_on_error(owner: str, on_error: OnError) -> None:
-    if isinstance(on_error, str):
-        try:
-            on_error.format(**_PLACEHOLDERS)
-        except (KeyError, IndexError, ValueError) as exc:
-            raise MiddlewareConfigError(
-                f"{owner}: the on_error template {on_error!r} cannot be formatted ({type(exc).__name__}: {exc}). "
-                f"Its placeholders are {{tool}}, {{error_type}}, {{error}} and {{args}}; write {{{{ and }}}} "
-                f"for literal braces.",
-                middleware=owner,
-                hook="on_error",
-            ) from None
-    elif on_error is not None and not callable(on_error):
-        raise MiddlewareConfigError(
-            f"{owner}: on_error must be a function (exception, request) -> str | None or a template str, "
-            f"got {on_error!r}.",
-            middleware=owner,
-            hook="on_error",
-        )
 
 
 def _catcher(owner: str, catch: Catch) -> Callable[[Exception], bool]:
