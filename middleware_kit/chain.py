@@ -12,15 +12,23 @@ Handlers are re-entrant: a wrapper may call its handler 0..n times (retry, fallb
 LangGraph control flow (``GraphInterrupt``, ``ParentCommand``: ``GraphBubbleUp``) passes through every layer: the
 first one raised during a call is recorded, and if a wrapper swallows it (returns normally or raises something else)
 the entry point re-raises it.
+
+An exception a hook raises itself gets one note naming the middleware and the hook
+(:func:`~middleware_kit.validation.note_hook_failure`); one that only came through a wrap hook from its handler (the
+model's, the tool's, an inner hook's) does not. Which it is is read from the traceback (did it pass through the
+handler's frame?), on the error path only: the happy path costs nothing but the ``try``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
+from contextlib import suppress
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from functools import partial
+from types import CodeType
 from typing import Any, Generic, TypeVar
+from weakref import WeakKeyDictionary
 
 from langchain_core.messages import AIMessage, ToolMessage
 from langgraph.errors import GraphBubbleUp
@@ -33,7 +41,12 @@ from middleware_kit.errors import HookReturnError
 from middleware_kit.flow import Sleep
 from middleware_kit.hooks import HookMode
 from middleware_kit.types import ExtendedModelResponse, ModelRequest, ModelResponse, ToolCallRequest
-from middleware_kit.validation import check_model_request, check_model_response, check_tool_result
+from middleware_kit.validation import (
+    check_model_request,
+    check_model_response,
+    check_tool_result,
+    note_hook_failure,
+)
 
 __all__ = [
     "CallState",
@@ -245,6 +258,8 @@ def _body_build(nxt: Any, depth: int, *, body: Callable[[Any, Any, int], Steps[A
         __tracebackhide__ = True
         return run(body(request, nxt, depth))
 
+    if (code := _code_of(body)) is not None:
+        _RUNS_CODE[layer] = code  # under ainvoke ``layer`` returns a coroutine: only the body's frame is in a traceback
     return layer
 
 
@@ -258,21 +273,59 @@ def _body_layer(
     )
 
 
-def _layer_failed(exc: BaseException, depth: int) -> None:
+def _layer_failed(exc: BaseException, depth: int, owner: str, hook: str, below: CodeType | None) -> None:
     """A wrap layer's call failed with ``exc``: record a LangGraph interrupt (re-raised at the entry point if an outer
-    wrapper swallows it), or void the ``ExtendedModelResponse`` commands of this layer and deeper."""
+    wrapper swallows it), or void the ``ExtendedModelResponse`` commands of this layer and deeper; an exception the
+    hook raised itself (not one from its handler, whose code is ``below``) gets a note naming the hook."""
     if isinstance(exc, GraphBubbleUp):
         _note_bubble(exc)
-    elif (call := _CALL.get()) is not None:
+        return
+    if (call := _CALL.get()) is not None:
         _forget_commands(call, depth)
+    if not _from_handler(exc, below):
+        note_hook_failure(exc, owner, hook)
+
+
+_RUNS_CODE: WeakKeyDictionary[Callable[..., Any], CodeType] = WeakKeyDictionary()
+"""Handlers whose own frame is not in a traceback of what they run (they return an awaitable), and the code whose
+frame is."""
+
+
+def _code_of(handler: Any) -> CodeType | None:
+    """The code a call of ``handler`` runs (a function, a bound method or a partial of one), or None."""
+    with suppress(TypeError):  # not hashable or not weakly referable: not in the registry
+        if (code := _RUNS_CODE.get(handler)) is not None:
+            return code
+    while isinstance(handler, partial):
+        handler = handler.func
+    code = getattr(getattr(handler, "__func__", handler), "__code__", None)
+    return code if isinstance(code, CodeType) else None
+
+
+def _from_handler(exc: BaseException, below: CodeType | None) -> bool:
+    """Whether ``exc``, caught in a wrap layer, came out of the handler its hook called (a frame running ``below``
+    is in its traceback, under the layer's own frame): then the hook only let it through (it is the model's, the
+    tool's or an inner hook's). Read on the error path only. Unknown code (``below`` None): not the hook's."""
+    if below is None:
+        return True
+    tb = exc.__traceback__
+    tb = tb.tb_next if tb is not None else None  # the first entry is the layer's own frame
+    while tb is not None:
+        if tb.tb_frame.f_code is below:
+            return True
+        tb = tb.tb_next
+    return False
 
 
 # The two drivers of a wrap layer, one per mode, around what is written once: the hook (a classic ``fn(request,
 # handler)`` or a flow run by the one engine driver, see ``_flow_invoke``), ``normalize`` and ``_layer_failed``. Plain
 # closures, not an engine body, because this is the hot path of every model and tool call (bench/README.md).
-def _wrap_build(nxt: SyncHandler, depth: int, *, invoke_of: InvokeOf, tracks: bool, normalize: Normalize) -> Any:
+def _wrap_build(
+    nxt: SyncHandler, depth: int, *, invoke_of: InvokeOf, tracks: bool, normalize: Normalize, owner: str, hook: str
+) -> Any:
     """The sync handler of a ``wrap_*_call`` layer: ``invoke_of(nxt)(request)`` calls the hook."""
     invoke = invoke_of(nxt)
+    below = _code_of(nxt)
 
     def layer(request: Any) -> Any:
         __tracebackhide__ = True
@@ -281,15 +334,18 @@ def _wrap_build(nxt: SyncHandler, depth: int, *, invoke_of: InvokeOf, tracks: bo
         try:
             return normalize(invoke(request), depth, request)
         except BaseException as exc:
-            _layer_failed(exc, depth)
+            _layer_failed(exc, depth, owner, hook, below)
             raise
 
     return layer
 
 
-def _awrap_build(nxt: AsyncHandler, depth: int, *, invoke_of: InvokeOf, tracks: bool, normalize: Normalize) -> Any:
+def _awrap_build(
+    nxt: AsyncHandler, depth: int, *, invoke_of: InvokeOf, tracks: bool, normalize: Normalize, owner: str, hook: str
+) -> Any:
     """:func:`_wrap_build` under ``ainvoke``: the hook's call is awaited."""
     ainvoke = invoke_of(nxt)
+    below = _code_of(nxt)
 
     async def alayer(request: Any) -> Any:
         __tracebackhide__ = True
@@ -298,7 +354,7 @@ def _awrap_build(nxt: AsyncHandler, depth: int, *, invoke_of: InvokeOf, tracks: 
         try:
             return normalize(await ainvoke(request), depth, request)
         except BaseException as exc:
-            _layer_failed(exc, depth)
+            _layer_failed(exc, depth, owner, hook, below)
             raise
 
     return alayer
@@ -367,8 +423,8 @@ def _wrap_layer(
     (:func:`middleware_kit.bridge.blocking_form`); a sync-only one never gets an async build (:func:`compose` runs it
     in a thread hop)."""
     tracks = hook == "wrap_model_call"  # only model layers record ExtendedModelResponse commands
-    sync_build = partial(_wrap_build, tracks=tracks, normalize=normalize)
-    async_build = partial(_awrap_build, tracks=tracks, normalize=normalize)
+    sync_build = partial(_wrap_build, tracks=tracks, normalize=normalize, owner=owner, hook=hook)
+    async_build = partial(_awrap_build, tracks=tracks, normalize=normalize, owner=owner, hook=hook)
     if flow:
         assert sync_fn is not None
         request_type = ModelRequest if tracks else ToolCallRequest
@@ -441,7 +497,11 @@ def model_request_layer(
 
     def body(request: ModelRequest[Any], nxt: Any, depth: int) -> Steps[Any]:
         __tracebackhide__ = True
-        changed = yield hook.with_args(request, request.state)
+        try:
+            changed = yield hook.with_args(request, request.state)
+        except Exception as exc:
+            note_hook_failure(exc, owner, "modify_model_request")
+            raise
         if not isinstance(changed, ModelRequest):
             raise HookReturnError.for_request_hook(owner, "modify_model_request", changed)
         check_model_request(changed, request, owner, "modify_model_request")
@@ -507,7 +567,12 @@ def tool_hooks_layer(
     def body(request: ToolCallRequest, nxt: Any, depth: int) -> Steps[Any]:
         __tracebackhide__ = True
         if before_hook is not None:
-            changed = _before_result((yield before_hook.with_args(request)), owner)
+            try:
+                value = yield before_hook.with_args(request)
+            except Exception as exc:
+                note_hook_failure(exc, owner, "before_tool")
+                raise
+            changed = _before_result(value, owner)
             if isinstance(changed, ToolMessage):
                 check_tool_result(changed, request, owner, "before_tool")
                 return changed
@@ -515,7 +580,12 @@ def tool_hooks_layer(
         result = yield Step(nxt, nxt, request)
         if after_hook is None:
             return result
-        changed_result = _after_result((yield after_hook.with_args(request, result)), owner, result)
+        try:
+            value = yield after_hook.with_args(request, result)
+        except Exception as exc:
+            note_hook_failure(exc, owner, "after_tool")
+            raise
+        changed_result = _after_result(value, owner, result)
         if changed_result is not result:
             check_tool_result(changed_result, request, owner, "after_tool")
         return changed_result

@@ -27,6 +27,7 @@ __all__ = [
     "StateSchemaConflictError",
     "UnknownStateKeyError",
     "UnknownToolError",
+    "UnknownToolWarning",
 ]
 
 
@@ -154,6 +155,19 @@ class MiddlewareConfigError(MiddlewareError, ValueError):
             f"langchain_core.tools.tool(...) before listing them.",
             middleware=middleware,
             hook="tools",
+        )
+
+    @classmethod
+    def unknown_tool_named(
+        cls, middleware: str, option: str, tool: str, suggestion: str, tools: Sequence[str], declare: str
+    ) -> MiddlewareConfigError:
+        return cls(
+            f"{middleware}: {option} names the tool {tool!r}, which this agent does not have: did you mean "
+            f"{suggestion!r}? As written, {suggestion!r} would run without this policy. {_agent_tools(tools)} Fix the "
+            f"name (the tool's `name`); if {tool!r} is a tool a middleware adds per call (a wrap_model_call extending "
+            f"request.tools, run by a wrap_tool_call), declare it: {declare}.",
+            middleware=middleware,
+            hook=option,
         )
 
     # -- create_agent, decorators, schemas, testing kit --------------------------------------------------------
@@ -506,6 +520,31 @@ def _brief(value: object) -> str:
     return "None" if value is None else f"a {type(value).__qualname__} ({value!r:.80})"
 
 
+def _agent_tools(tools: Sequence[str]) -> str:
+    listed = ", ".join(repr(t) for t in tools) or "none"
+    return (
+        f"The agent's tools: {listed} (create_agent's tools, every middleware's `tools`, the structured-output tool)."
+    )
+
+
+class UnknownToolWarning(UserWarning):
+    """A middleware's configuration names a tool the agent being built does not have, and no tool of the agent has a
+    name within a typo of it (that case is a :class:`MiddlewareConfigError`): the setting never applies in this agent,
+    as for a policy shared with agents that have the tool (deepagents' subagents inherit their parent's
+    ``interrupt_on``)."""
+
+    @classmethod
+    def for_tool(
+        cls, middleware: str, option: str, tool: str, tools: Sequence[str], declare: str
+    ) -> UnknownToolWarning:
+        return cls(
+            f"{middleware}: {option} names the tool {tool!r}, which this agent does not have, so it never applies "
+            f"here. {_agent_tools(tools)} If {tool!r} is misspelled, fix it; if a middleware adds it per call (a "
+            f"wrap_model_call extending request.tools, run by a wrap_tool_call), declare it: {declare}; if the setting "
+            f"is shared with another agent that has the tool, this warning can be ignored."
+        )
+
+
 class HookSignatureError(MiddlewareConfigError, TypeError):
     """A hook's parameters do not fit its contract (:mod:`middleware_kit.hooks`): found by ``create_agent``, before
     anything runs (as pluggy validates a plugin at register).
@@ -578,6 +617,29 @@ class ContextError(MiddlewareError, TypeError):
             f"works too).",
             schema=schema,
             field=required[0],
+        )
+
+    @classmethod
+    def missing_on_resume(cls, schema: str, required: Sequence[str]) -> ContextError:
+        return cls(
+            f"This run resumes the thread (Command(resume=...)) without context, but the agent's context_schema is "
+            f"{schema}, which requires the field(s) {list(required)}. LangGraph does not keep the context in the "
+            f"checkpoint: pass it again on every invoke, resumes included: agent.invoke(Command(resume=...), config, "
+            f"context={schema}({required[0]}=...)).",
+            schema=schema,
+            field=required[0],
+        )
+
+    @classmethod
+    def from_parent(cls, schema: str, parent: object, field: str | None, problem: str) -> ContextError:
+        return cls(
+            f"This agent runs inside a parent graph whose context is a {type(parent).__qualname__}, and it gets that "
+            f"context (it was invoked without context=), but the context does not fit {schema}, the agent's "
+            f"context_schema: {problem}. Give the parent's context schema the field(s) the agent needs (the agent "
+            f"reads the parent's fields of the same names), or invoke the agent inside a node with its own context: "
+            f"agent.invoke(..., context={schema}(...)).",
+            schema=schema,
+            field=field,
         )
 
     @classmethod

@@ -35,7 +35,7 @@ from middleware_kit.errors import HookReturnError, InvalidJumpError, UnknownStat
 from middleware_kit.events import run_lifecycle
 from middleware_kit.hooks import JUMP_TARGETS, jump_target
 from middleware_kit.trace_policy import config_callbacks_active
-from middleware_kit.validation import check_state_update
+from middleware_kit.validation import check_state_update, note_hook_failure
 
 __all__ = [
     "InterruptInFusedNodeWarning",
@@ -392,6 +392,9 @@ class NodeRunner:
                     update = yield Step(item.run_sync, item.run_async, result.view, runtime)
                 except GraphBubbleUp:
                     self._hook_interrupted(item)
+                    raise
+                except Exception as exc:
+                    note_hook_failure(exc, item.owner, item.hook)
                     raise
                 if update is not None and self._after_hook(item, update, result):
                     return result

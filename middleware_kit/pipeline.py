@@ -8,7 +8,7 @@ walks the prebuilt tuples and closures.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,9 +30,42 @@ from middleware_kit.middleware import (
 from middleware_kit.phases import NodeStep, bridge_node_hook
 from middleware_kit.signatures import check_hook
 
-__all__ = ["HookImpl", "Pipeline", "build_pipeline", "defined_hooks"]
+__all__ = ["AgentTools", "HookImpl", "Pipeline", "build_pipeline", "defined_hooks"]
 
 _RESERVED_NAME_CHARS = ("|", ":", "\n")
+
+
+@dataclass(frozen=True, slots=True)
+class AgentTools:
+    """The tools of the agent being built, by name, as ``create_agent`` knows them before anything runs.
+
+    The one build-time hook that needs the whole agent: a middleware that defines ``check_agent_tools(self, tools:
+    AgentTools) -> None`` has it called once per build, after every middleware passed its own checks, and raises a
+    :class:`~middleware_kit.errors.MiddlewareConfigError` naming itself when its configuration names a tool the
+    agent does not have (``HumanInTheLoopMiddleware(interrupt_on={"send_emial": True})``). Tools a middleware adds
+    per call (a ``wrap_model_call`` extending ``request.tools``, run by a ``wrap_tool_call``) are not here: the
+    checking middleware takes them as an explicit list of its own (HumanInTheLoopMiddleware's ``dynamic_tools``).
+    """
+
+    client: tuple[str, ...] = ()
+    """``create_agent(tools=...)`` (provider tool dicts are not tools the agent runs, so not here)."""
+    middleware: tuple[str, ...] = ()
+    """Every middleware's ``tools``, in list order."""
+    structured: tuple[str, ...] = ()
+    """The structured-output tools of ``response_format`` (a ``ToolStrategy``, or the one an ``AutoStrategy`` may
+    fall back to)."""
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Every name above, in that order."""
+        return (*self.client, *self.middleware, *self.structured)
+
+
+def _check_agent_tools(mws: Sequence[AgentMiddleware[Any, Any]], tools: AgentTools) -> None:
+    for mw in mws:
+        check = getattr(mw, "check_agent_tools", None)
+        if callable(check):
+            check(tools)
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,12 +212,17 @@ def _adopt(mws: Sequence[AgentMiddleware[Any, Any]]) -> None:
 
 
 def build_pipeline(
-    middleware: Sequence[object], *, client_tools: Sequence[BaseTool], validate_jumps: bool = True
+    middleware: Sequence[object],
+    *,
+    client_tools: Sequence[BaseTool],
+    structured_tools: Collection[str] = (),
+    validate_jumps: bool = True,
 ) -> Pipeline:
     """Validate and compile ``middleware`` (first = outermost) into a :class:`Pipeline`.
 
-    ``validate_jumps=False`` (the testing harness) skips the checks that need the whole agent. Once valid, the
-    bundled middlewares in it are adopted: their configuration is read-only from then on.
+    ``structured_tools``: the names of the structured-output tools (:class:`AgentTools`). ``validate_jumps=False``
+    (the testing harness) skips the checks that need the whole agent (jump targets, ``check_agent_tools``). Once
+    valid, the bundled middlewares in it are adopted: their configuration is read-only from then on.
     """
     if isinstance(middleware, AgentMiddleware) or not isinstance(middleware, Sequence):
         raise MiddlewareConfigError.middleware_not_a_list(middleware)
@@ -204,6 +242,11 @@ def build_pipeline(
         _check_middleware(mw, per_mw, record, from_class, has_tools or not validate_jumps)
         hooks.append(per_mw)
 
+    if validate_jumps:
+        agent_tools = AgentTools(
+            tuple(t.name for t in client_tools), tuple(t.name for t in mw_tools), tuple(structured_tools)
+        )
+        _check_agent_tools(mws, agent_tools)
     model_layers, tool_layers = _chain_layers(mws, hooks)
     guards = Guards(
         tuple((mw.name, fn) for mw in mws if (fn := _implementation(mw, "guard_messages")) is not None),

@@ -16,9 +16,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from langchain_core.messages import BaseMessage, ToolMessage, convert_to_messages
+from langgraph.errors import GraphBubbleUp
 from langgraph.types import Command, Overwrite
 
-from middleware_kit.errors import HookValueError
+from middleware_kit.errors import HookValueError, MiddlewareError
 from middleware_kit.types import ExtendedModelResponse, ModelRequest, ModelResponse, ToolCallRequest
 
 __all__ = [
@@ -26,6 +27,7 @@ __all__ = [
     "check_model_response",
     "check_state_update",
     "check_tool_result",
+    "note_hook_failure",
     "note_tool_failure",
 ]
 
@@ -136,6 +138,23 @@ def check_tool_result(value: Any, request: ToolCallRequest, owner: str, hook: st
 
 
 
+_HOOK_NOTE = "Raised in the middleware hook {owner}.{hook}."
+_HOOK_NOTE_START = _HOOK_NOTE.split("{", 1)[0]
+
+
+def note_hook_failure(exc: BaseException, owner: str, hook: str) -> None:
+    """Add one note naming the middleware and the hook to an exception raised in a user's hook (its type and its
+    chain unchanged, so ``pytest.raises(ValueError)`` and ``except`` clauses keep working). The engine calls it where
+    the hook itself raised, never for what passed through a wrap hook from its handler (the model, the tool, an
+    inner hook). Not for middleware_kit's own errors (they name their culprit), LangGraph's control flow (interrupts)
+    nor an exception already noted (raised in the hook of an agent nested in this hook: the innermost is named)."""
+    if isinstance(exc, (GraphBubbleUp, MiddlewareError)) or not isinstance(exc, Exception):
+        return
+    if any(isinstance(n, str) and n.startswith(_HOOK_NOTE_START) for n in getattr(exc, "__notes__", ())):
+        return
+    exc.add_note(_HOOK_NOTE.format(owner=owner, hook=hook))
+
+
 _TOOL_NOTE = (
     "While running the tool {name!r} (tool call id {id!r}). To answer the model with the error instead, add "
     "ToolErrorMiddleware(on_error) to middleware=[...]; to retry the call, ToolRetryMiddleware(...)."
@@ -146,10 +165,6 @@ def note_tool_failure(exc: BaseException, tool_call: Mapping[str, Any]) -> None:
     """Add a note naming the tool and the call to an exception a tool raised (its type unchanged), pointing at
     ``ToolErrorMiddleware``/``ToolRetryMiddleware``. Not for middleware_kit's own errors (they name their culprit)
     nor LangGraph's control flow (interrupts)."""
-    from langgraph.errors import GraphBubbleUp
-
-    from middleware_kit.errors import MiddlewareError
-
     if isinstance(exc, (GraphBubbleUp, MiddlewareError)) or not isinstance(exc, Exception):
         return
     note = _TOOL_NOTE.format(name=tool_call.get("name"), id=tool_call.get("id"))

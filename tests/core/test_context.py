@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import BaseModel, ConfigDict
 
-from middleware_kit.context import check_context
+from middleware_kit.context import check_context, context_from_parent
 from middleware_kit.errors import ContextError, MiddlewareError
 
 
@@ -135,6 +135,43 @@ def test_plain_class_schema_takes_instances_only() -> None:
         check_context(Plain, {"a": 1})
     with pytest.raises(ContextError):
         check_context(Plain, None)
+
+
+# -- a subgraph run: the parent's context seen through the agent's schema ----------------------------------------------
+@dataclass
+class Parent:
+    user_id: str
+    tier: str = "pro"
+    region: str = "eu"
+
+
+def test_a_parent_context_of_the_schema_passes_as_it_is() -> None:
+    assert context_from_parent(Ctx, Ctx("u")) is None  # None: LangGraph hands the parent's object down
+    assert context_from_parent(TD, {"user_id": "u", "extra": 1}) is None
+
+
+@pytest.mark.parametrize("parent", [Parent("u"), {"user_id": "u", "tier": "pro", "region": "eu"}])
+def test_another_parent_context_fills_the_schema_by_field_name(parent: Any) -> None:
+    assert context_from_parent(Ctx, parent) == Ctx("u", "pro")  # the parent's tier, not the default "free"
+    assert context_from_parent(Model, parent) == Model(user_id="u")
+    assert context_from_parent(Defaults, parent) == Defaults(tier="pro")
+    assert context_from_parent(TD, Parent("u")) == {"user_id": "u", "tier": "pro"}
+
+
+def test_a_parent_context_lacking_a_required_field_names_it() -> None:
+    with pytest.raises(ContextError) as info:
+        context_from_parent(Ctx, Defaults())
+    assert (info.value.schema, info.value.field) == ("Ctx", "user_id")
+    assert str(info.value).startswith(
+        "This agent runs inside a parent graph whose context is a Defaults, and it gets that context (it was invoked "
+        "without context=), but the context does not fit Ctx, the agent's context_schema: it lacks 'user_id'"
+    )
+
+
+def test_a_parent_value_the_schema_refuses_is_a_context_error() -> None:
+    with pytest.raises(ContextError, match="does not fit Model") as info:
+        context_from_parent(Model, {"user_id": "u", "limit": "many"})
+    assert info.value.field == "limit"
 
 
 _junk = st.recursive(

@@ -27,8 +27,8 @@ import importlib
 import inspect
 import json
 import time
-from collections.abc import Callable, Mapping, Sequence
-from typing import Annotated, Any, Literal, cast
+from collections.abc import Callable, Collection, Mapping, Sequence
+from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
 
 from langchain_core.messages import AIMessage, AnyMessage, ToolCall, ToolMessage, add_notification_metadata
 from langchain_core.tools import BaseTool
@@ -52,8 +52,10 @@ from middleware_kit.middlewares._stream import emit
 from middleware_kit.middlewares.human_in_the_loop.policy import (
     Policy,
     Review,
-    describe_value,
+    check_options,
+    is_template,
     schema_json,
+    tool_names,
     tool_schema,
 )
 from middleware_kit.middlewares.human_in_the_loop.resume import (
@@ -94,6 +96,9 @@ from middleware_kit.types import (
     ToolCallRequest,
 )
 
+if TYPE_CHECKING:
+    from middleware_kit.pipeline import AgentTools
+
 __all__ = [  # LangChain 1.5's names (served as ``langchain.agents.middleware.human_in_the_loop``), and ours
     "DEFAULT_EDIT_NOTICE",
     "Action",
@@ -119,14 +124,12 @@ _REEXPORTED = (AgentState, PrivateStateAttr, ResponseT, StateT, get_runtime, Too
 """Names LangChain's module imports, which code written for it may import from there."""
 
 PENDING = "human_in_the_loop_pending"
-_EDIT_FIELDS = {"name": "", "args": "", "requested_name": "", "requested_args": ""}
 DEFAULT_EDIT_NOTICE = (
     "Note: a human reviewer replaced this tool call before it ran. The call recorded in your message is the one you "
     "produced, not the one that executed. This was intentional and authorized. Do not re-issue your original call."
 )
 """The default ``edit_notice`` text (followed by "Executed instead: <name> with arguments <json>."), LangChain 1.5's:
 the ``AIMessage`` keeps the model's call, the reviewer's runs in its place."""
-_TEMPLATE_FIELDS = ("{name}", "{args}", "{requested_name}", "{requested_args}")
 
 
 class _FrozenCall(TypedDict):
@@ -170,6 +173,13 @@ class HumanInTheLoopMiddleware(ModelCallFlowHooks, FrozenConfig, AgentMiddleware
             call, i.e. LangGraph's ``interrupt``). Another function is called with the payload only; its return value
             is validated exactly as a resume value.
         clock: Seconds since the epoch, for approval expiry (default: ``time.time``, looked up at each call).
+        dynamic_tools: Names of tools the agent gets per call (a middleware's ``wrap_model_call`` adds them to
+            ``request.tools`` and a ``wrap_tool_call`` runs them), which ``interrupt_on`` may name. Every other name
+            ``interrupt_on`` reviews is checked against the agent's tools (``create_agent``'s, a middleware's
+            ``tools``, the structured-output tool) when the agent is built: within a typo of one of them, it is a
+            :class:`MiddlewareConfigError` with a "did you mean" (a policy for a misspelled name never applies, the
+            real tool would run unreviewed); like none of them, an ``UnknownToolWarning`` (a policy shared with an
+            agent that has the tool, as deepagents' subagents inherit their parent's ``interrupt_on``).
         name: The middleware's name (needed to list two instances in one agent).
 
     Needs a checkpointer (``create_agent(checkpointer=...)``; LangGraph Server supplies one). See
@@ -187,49 +197,30 @@ class HumanInTheLoopMiddleware(ModelCallFlowHooks, FrozenConfig, AgentMiddleware
         edit_notice: str | bool | None = DEFAULT_EDIT_NOTICE,
         interrupt: Callable[..., Any] | None = None,
         clock: Callable[[], float] | None = None,
+        dynamic_tools: Collection[str] = (),
         name: str | None = None,
     ) -> None:
         if name is not None:
             self.name = name
-        if interrupt_mode not in ("batched", "per_call"):
-            raise MiddlewareConfigError(  # LangChain 1.5's sentence first
-                f"`interrupt_mode` must be 'batched' or 'per_call', got {interrupt_mode!r}. ({self.name}: "
-                f"'batched' raises one interrupt per model turn, 'per_call' one per reviewed call.)",
-                middleware=self.name,
-                hook="interrupt_mode",
-            )
-        if not isinstance(description_prefix, str):
-            raise self._config_error(
-                f"description_prefix must be a str; got {describe_value(description_prefix)}.", "description_prefix"
-            )
-        if edit_notice is not None and not isinstance(edit_notice, (bool, str)):
-            raise self._config_error(
-                f"edit_notice must be a str, None, True or False; got {describe_value(edit_notice)}.", "edit_notice"
-            )
-        if isinstance(edit_notice, str) and _is_template(edit_notice):
-            try:
-                edit_notice.format(**_EDIT_FIELDS)
-            except (KeyError, IndexError, ValueError) as exc:
-                raise self._config_error(
-                    f"edit_notice={edit_notice!r} is not a valid template ({exc!r}); it may use {{name}}, {{args}}, "
-                    f"{{requested_name}} and {{requested_args}} (double other braces).",
-                    "edit_notice",
-                ) from None
-        for parameter, value in (("interrupt", interrupt), ("clock", clock)):
-            if value is not None and not callable(value):
-                raise self._config_error(f"{parameter} must be callable; got {describe_value(value)}.", parameter)
+        check_options(self.name, interrupt_mode=interrupt_mode, description_prefix=description_prefix,
+                      edit_notice=edit_notice, interrupt=interrupt, clock=clock)
         self.description_prefix = description_prefix
         self.interrupt_mode: Literal["batched", "per_call"] = interrupt_mode
         self.edit_notice = edit_notice
         self._interrupt = interrupt
         self._clock = clock
+        self.dynamic_tools: tuple[str, ...] = tool_names(self.name, dynamic_tools, "dynamic_tools")
+        """Tools the agent gets per call, which ``interrupt_on`` may name although ``create_agent`` cannot see them."""
         self._policy = Policy(self.name, interrupt_on, description_prefix, _run_config)
         self.interrupt_on: Mapping[str, InterruptOnConfig] = copy_containers(self._policy.static)
         """The resolved configuration per tool name (tools listed as False or absent are never reviewed). A copy:
         changing it changes nothing (use ``replace(interrupt_on=...)``)."""
 
-    def _config_error(self, message: str, hook: str) -> MiddlewareConfigError:
-        return MiddlewareConfigError(f"{self.name}: {message}", middleware=self.name, hook=hook)
+    def check_agent_tools(self, tools: AgentTools) -> None:
+        """When the agent is built: every tool ``interrupt_on`` reviews is one the agent has or is listed in
+        ``dynamic_tools`` (:meth:`Policy.check_tools` states the rule; :class:`middleware_kit.pipeline.AgentTools`
+        the hook)."""
+        self._policy.check_tools(tools.names, self.dynamic_tools, type(self).__name__)
 
     def _now(self) -> float:
         return (self._clock or time.time)()
@@ -477,7 +468,7 @@ class HumanInTheLoopMiddleware(ModelCallFlowHooks, FrozenConfig, AgentMiddleware
             return None
         requested = entry.get("requested") or {}
         text = DEFAULT_EDIT_NOTICE if self.edit_notice is True else self.edit_notice
-        if _is_template(text):
+        if is_template(text):
             note: Callable[[bool], str] = lambda _has_content: text.format(  # noqa: E731
                 name=request.tool_call["name"], args=_jsonable(request.tool_call["args"]),
                 requested_name=requested.get("name"), requested_args=_jsonable(requested.get("args")),
@@ -592,11 +583,6 @@ def _rejection(call: ToolCall, message: str | None, expired_at: float | None) ->
             f"not retry this tool call unless the user explicitly requests it."
         )
     return ToolMessage(content=content, name=call["name"], tool_call_id=call["id"] or "", status="error")
-
-
-def _is_template(text: str) -> bool:
-    """An ``edit_notice`` using our fields (formatted and put before the answer), not LangChain's plain text."""
-    return any(field in text for field in _TEMPLATE_FIELDS)
 
 
 def _requests(gates: Sequence[Gate]) -> tuple[list[ActionRequest], list[ReviewConfig]]:

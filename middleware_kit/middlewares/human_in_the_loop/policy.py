@@ -7,8 +7,11 @@ re-running the policy with a context LangGraph does not restore.
 
 from __future__ import annotations
 
+import difflib
 import inspect
-from collections.abc import Callable, Mapping
+import sys
+import warnings
+from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any, NotRequired, cast
 
@@ -19,7 +22,7 @@ from langgraph.prebuilt import ToolRuntime
 from pydantic import TypeAdapter, ValidationError
 from typing_extensions import TypedDict
 
-from middleware_kit.errors import MiddlewareConfigError
+from middleware_kit.errors import MiddlewareConfigError, UnknownToolWarning
 from middleware_kit.middlewares.human_in_the_loop.types import (
     DECISION_TYPES,
     Decision,
@@ -31,7 +34,7 @@ from middleware_kit.middlewares.human_in_the_loop.types import (
 )
 from middleware_kit.types import ToolCallRequest
 
-__all__ = ["Review", "Policy", "describe_value", "tool_schema"]
+__all__ = ["Policy", "Review", "check_options", "describe_value", "is_template", "tool_names", "tool_schema"]
 
 _CONFIG_KEYS = frozenset(InterruptOnConfig.__required_keys__ | InterruptOnConfig.__optional_keys__)
 _ON_TIMEOUT: TypeAdapter[Any] = TypeAdapter(RejectDecision | RespondDecision)
@@ -51,6 +54,66 @@ class Review(TypedDict):
 
 def describe_value(value: object) -> str:
     return f"a {type(value).__name__} ({value!r:.60})"
+
+
+_EDIT_FIELDS = {"name": "", "args": "", "requested_name": "", "requested_args": ""}
+_TEMPLATE_FIELDS = tuple(f"{{{field}}}" for field in _EDIT_FIELDS)
+
+
+def is_template(text: str) -> bool:
+    """An ``edit_notice`` using our fields (formatted and put before the answer), not LangChain's plain text."""
+    return any(field in text for field in _TEMPLATE_FIELDS)
+
+
+def _option_error(owner: str, message: str, option: str) -> MiddlewareConfigError:
+    return MiddlewareConfigError(f"{owner}: {message}", middleware=owner, hook=option)
+
+
+def check_options(
+    owner: str, *, interrupt_mode: object, description_prefix: object, edit_notice: object, interrupt: object,
+    clock: object,
+) -> None:
+    """The constructor's options other than ``interrupt_on`` (which :class:`Policy` checks), each error naming the
+    middleware ``owner`` and the option."""
+    if interrupt_mode not in ("batched", "per_call"):
+        raise MiddlewareConfigError(  # LangChain 1.5's sentence first
+            f"`interrupt_mode` must be 'batched' or 'per_call', got {interrupt_mode!r}. ({owner}: "
+            f"'batched' raises one interrupt per model turn, 'per_call' one per reviewed call.)",
+            middleware=owner,
+            hook="interrupt_mode",
+        )
+    if not isinstance(description_prefix, str):
+        raise _option_error(
+            owner, f"description_prefix must be a str; got {describe_value(description_prefix)}.", "description_prefix"
+        )
+    if edit_notice is not None and not isinstance(edit_notice, (bool, str)):
+        raise _option_error(
+            owner, f"edit_notice must be a str, None, True or False; got {describe_value(edit_notice)}.", "edit_notice"
+        )
+    if isinstance(edit_notice, str) and is_template(edit_notice):
+        try:
+            edit_notice.format(**_EDIT_FIELDS)
+        except (KeyError, IndexError, ValueError) as exc:
+            raise _option_error(
+                owner,
+                f"edit_notice={edit_notice!r} is not a valid template ({exc!r}); it may use {{name}}, {{args}}, "
+                f"{{requested_name}} and {{requested_args}} (double other braces).",
+                "edit_notice",
+            ) from None
+    for option, value in (("interrupt", interrupt), ("clock", clock)):
+        if value is not None and not callable(value):
+            raise _option_error(owner, f"{option} must be callable; got {describe_value(value)}.", option)
+
+
+def tool_names(owner: str, value: object, option: str) -> tuple[str, ...]:
+    """``value``, a list of tool names, as a tuple (a single str is refused: it is not a list of names)."""
+    if isinstance(value, str) or not isinstance(value, (list, tuple, set, frozenset)):
+        raise _option_error(owner, f"{option} must be a list of tool names; got {describe_value(value)}.", option)
+    names = tuple(value)
+    for name in names:
+        if not isinstance(name, str) or not name:
+            raise _option_error(owner, f"{option} holds {describe_value(name)}; list tool names (str).", option)
+    return names
 
 
 def _quote(items: tuple[str, ...] | list[str]) -> str:
@@ -111,6 +174,42 @@ def _tool_runtime(
         tool_call_id=call.get("id"),
         store=getattr(runtime, "store", None),
     )
+
+
+def _caller_stacklevel() -> int:
+    """The ``stacklevel`` pointing a warning at the first frame outside middleware_kit (the user's ``create_agent``
+    call, or the library's that called it)."""
+    level, frame = 2, sys._getframe(2)  # from our caller's caller
+    while frame is not None and frame.f_globals.get("__name__", "").startswith("middleware_kit."):
+        level, frame = level + 1, frame.f_back  # type: ignore[assignment]
+    return level
+
+
+def _typo_of(name: str, tools: Sequence[str]) -> str | None:
+    """The tool ``name`` is most likely a misspelling of (difflib's closest), if it is within a typo of it: at most
+    two edits (one for names under five characters), case and ``-``/``_`` aside."""
+    for match in difflib.get_close_matches(name, list(tools), n=3, cutoff=0.5):
+        limit = 1 if min(len(name), len(match)) < 5 else 2
+        if _edits(_folded(name), _folded(match)) <= limit:
+            return match
+    return None
+
+
+def _folded(name: str) -> str:
+    return name.lower().replace("-", "_")
+
+
+def _edits(a: str, b: str) -> int:
+    """Insertions, deletions, substitutions and adjacent transpositions turning ``a`` into ``b`` (OSA distance)."""
+    rows = [list(range(len(b) + 1))]
+    for i in range(1, len(a) + 1):
+        row = [i] + [0] * len(b)
+        for j in range(1, len(b) + 1):
+            row[j] = min(rows[-1][j] + 1, row[j - 1] + 1, rows[-1][j - 1] + (a[i - 1] != b[j - 1]))
+            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                row[j] = min(row[j], rows[-2][j - 2] + 1)
+        rows.append(row)
+    return rows[-1][-1]
 
 
 class Policy:
@@ -213,6 +312,26 @@ class Policy:
                 f"{where}['on_timeout'] must be 'reject', 'approve', {{'type': 'reject', 'message': str}} or "
                 f"{{'type': 'respond', 'message': str}}; got {describe_value(value)}."
             ) from None
+
+    def check_tools(self, agent_tools: Sequence[str], dynamic_tools: Sequence[str], owner_class: str) -> None:
+        """At build: each tool the static policy reviews is one the agent has, or is declared in ``dynamic_tools``
+        (added per call by a middleware). A name within a typo of one of the agent's tools is an error (that tool
+        would run unreviewed); a name like none of them is a warning (a policy shared with an agent that has the
+        tool, as deepagents' subagents inherit their parent's ``interrupt_on``, never applies here)."""
+        known = {*agent_tools, *dynamic_tools}
+        for tool_name in self.static:
+            if tool_name in known:
+                continue
+            declare = f"{owner_class}(..., dynamic_tools=[{tool_name!r}])"
+            typo = _typo_of(tool_name, agent_tools)
+            if typo is not None:
+                raise MiddlewareConfigError.unknown_tool_named(
+                    self._owner, "interrupt_on", tool_name, typo, agent_tools, declare
+                )
+            warnings.warn(
+                UnknownToolWarning.for_tool(self._owner, "interrupt_on", tool_name, agent_tools, declare),
+                stacklevel=_caller_stacklevel(),
+            )
 
     def may_review(self, call: ToolCall) -> bool:
         return self.dynamic is not None or call["name"] in self.static
