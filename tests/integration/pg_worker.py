@@ -30,6 +30,7 @@ from langgraph.types import Command
 from middleware_kit import create_agent
 from middleware_kit.middlewares.human_in_the_loop import HumanInTheLoopMiddleware
 from middleware_kit.middlewares.limits import ModelCallLimitMiddleware
+from middleware_kit.run_control import RunControl
 from middleware_kit.testing import ScriptedChatModel, tool_call
 
 THREAD_LIMIT = 3
@@ -70,6 +71,8 @@ def main(dsn: str, name: str) -> None:
                 HumanInTheLoopMiddleware({"transfer": True}),
             ],
             checkpointer=saver,
+            # A killed worker's lease on its thread expires after ttl; the next worker waits for it, then runs on.
+            run_control=RunControl(ttl=3.0, poll_interval=0.5, on_conflict="wait", wait_timeout=30.0),
         )
         print(json.dumps({"ready": name}), flush=True)
         for line in sys.stdin:

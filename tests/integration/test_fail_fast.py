@@ -97,7 +97,7 @@ def test_bad_context_fails_before_any_hook_and_writes_nothing(
     assert [m.content for m in result["messages"]] == ["q", "ok"]
 
 
-def test_a_resume_may_come_without_context_but_a_given_one_is_checked(run: Runner) -> None:
+def test_a_resume_must_bring_the_context_again_and_a_given_one_is_checked(run: Runner) -> None:
     @deco.before_model
     def ask(state: Any, runtime: Any) -> None:
         if len(state["messages"]) == 1:
@@ -110,7 +110,9 @@ def test_a_resume_may_come_without_context_but_a_given_one_is_checked(run: Runne
     run(agent, q(), config=config, context=Ctx("u"))
     with pytest.raises(ContextError):
         run(agent, Command(resume="yes"), config=config, context={"userid": "u"})
-    result = run(agent, Command(resume="yes"), config=config)
+    with pytest.raises(ContextError, match="Ctx"):  # LangGraph keeps no context in the checkpoint
+        run(agent, Command(resume="yes"), config=config)
+    result = run(agent, Command(resume="yes"), config=config, context=Ctx("u"))
     assert [m.content for m in result["messages"]] == ["q", "ok"]
 
 

@@ -25,6 +25,7 @@ from middleware_kit import (
     wrap_model_call,
     wrap_tool_call,
 )
+from middleware_kit.run_control import PendingApprovalError, RunControl
 from middleware_kit.testing import ScriptedChatModel, tool_call
 from tests.conftest import Runner, add
 from tests.helpers import kinds, tool_then_answer
@@ -253,9 +254,13 @@ def test_dangling_calls_from_an_abandoned_interrupt_are_closed_before_the_next_m
 
     model = ScriptedChatModel([AIMessage("", tool_calls=[tool_call("ask", {"q": "?"})]), "fresh answer"])
     saver = InMemorySaver()
-    agent = create_agent(model, [ask], checkpointer=saver)
+    # Safe by default, new input on a thread waiting for a human is refused; "abandon" drops the pending question.
+    strict = create_agent(model, [ask], checkpointer=saver)
     config = {"configurable": {"thread_id": "t"}}
-    run(agent, {"messages": [HumanMessage("first")]}, config=config)
+    run(strict, {"messages": [HumanMessage("first")]}, config=config)
+    with pytest.raises(PendingApprovalError):
+        run(strict, {"messages": [HumanMessage("second")]}, config=config)
+    agent = create_agent(model, [ask], checkpointer=saver, run_control=RunControl(on_pending_input="abandon"))
     # The user never resumes; they send a new message instead.
     result = run(agent, {"messages": [HumanMessage("second")]}, config=config)
     sent = model.calls[-1].messages

@@ -49,7 +49,7 @@ def main(db: str, log: str, step: str) -> None:
         return AIMessage("", tool_calls=[tool_call("transfer", {"amount": 500, "to": "bob"}, id="call_t")])
 
     def when(call: Any, state: Any, runtime: Any) -> bool:
-        return bool(runtime.context.role != "admin")  # raises if re-evaluated without the context
+        return bool(runtime.context.role != "admin")  # the context comes again with every invoke
 
     hitl = HumanInTheLoopMiddleware({"transfer": {"allowed_decisions": ["approve", "edit", "reject"], "when": when}})
     conn = sqlite3.connect(db, check_same_thread=False)
@@ -63,12 +63,13 @@ def main(db: str, log: str, step: str) -> None:
         print(json.dumps([i.value for i in out["__interrupt__"]]))
     elif step == "bad":
         try:
-            agent.invoke(Command(resume={"decisions": [{"type": "respond", "message": "no"}]}), config)
+            agent.invoke(Command(resume={"decisions": [{"type": "respond", "message": "no"}]}), config,
+                         context=Tenant("clerk"))
         except InvalidResumeError as exc:
             print(json.dumps({"error": type(exc).__name__, "message": str(exc)}))
     else:
         edit = {"type": "edit", "edited_action": {"name": "transfer", "args": {"amount": 50, "to": "bob"}}}
-        out = agent.invoke(Command(resume={"decisions": [edit]}), config)
+        out = agent.invoke(Command(resume={"decisions": [edit]}), config, context=Tenant("clerk"))
         print(json.dumps([{"type": m.type, "content": m.content} for m in out["messages"]]))
     conn.close()
 

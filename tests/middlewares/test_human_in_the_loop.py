@@ -545,8 +545,8 @@ def test_edit_of_a_tool_added_by_an_inner_wrapper_is_left_to_the_tool_node(run: 
         return handler(request.override(tool=secret) if request.tool is None else request)
 
     model = turn(tool_call("secret", {"code": 1}, id="c_s"))
-    agent = create_agent(model, kit.tools, middleware=[HumanInTheLoopMiddleware({"secret": True}), offer_secret,
-                                                        run_secret], checkpointer=InMemorySaver())
+    review = HumanInTheLoopMiddleware({"secret": True}, dynamic_tools=["secret"])  # "secret" is added per call
+    agent = create_agent(model, kit.tools, middleware=[review, offer_secret, run_secret], checkpointer=InMemorySaver())
     run(agent, {"messages": [HumanMessage("go")]}, config=config())
     with pytest.raises(InvalidResumeError, match="calls the tool 'nope', which the model was not offered"):
         run(agent, Command(resume={"decisions": [{"type": "edit", "edited_action": {"name": "nope", "args": {}}}]}),
