@@ -8,6 +8,11 @@
   loop, so async resources stay on the loop they belong to (see ``chain._sync_run``: consecutive sync wrappers
   share one thread hop). Any async code that sync code run by :func:`run_sync_in_thread` drives goes back to that
   loop the same way: :func:`run_coroutine_sync` is the one adapter from sync to async code.
+- A thread hop is cancelled as a whole: when the task awaiting :func:`run_sync_in_thread` is cancelled (the run was
+  cancelled or ran out of time, or its asyncio task was cancelled), the work the thread started back on the loop is
+  cancelled with it, and any later call the thread makes back to the loop raises ``asyncio.CancelledError`` at once.
+  The thread itself cannot be stopped (Python has no way to): its sync code runs on until it returns, and what it
+  returns is dropped.
 
 Bridged sync hooks run on an *elastic* pool, not the loop's default executor: a sync wrapper blocks its thread while
 the inner chain runs, and the inner chain may itself need executor threads (a sync-only chat model under
@@ -23,6 +28,7 @@ import functools
 import queue
 import threading
 from collections.abc import Callable, Coroutine
+from concurrent.futures import CancelledError as CancelledFuture
 from concurrent.futures import Future
 from contextvars import ContextVar
 from typing import Any, ParamSpec, TypeVar
@@ -92,22 +98,60 @@ def _thread_loop() -> asyncio.AbstractEventLoop:
     return loop
 
 
-_HOME: ContextVar[asyncio.AbstractEventLoop | None] = ContextVar("middleware_kit_home_loop", default=None)
-"""In sync code that :func:`run_sync_in_thread` moved off an event loop: that loop (it awaits the thread, so it is
-free to run coroutines for it)."""
+class _Hop:
+    """One :func:`run_sync_in_thread` call: the loop it moved the sync code off, and the work that code started back
+    on that loop (cancelled with the hop)."""
+
+    __slots__ = ("_lock", "_work", "cancelled", "loop")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.cancelled = False
+        self._lock = threading.Lock()
+        self._work: set[Future[Any]] = set()
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        """``coro`` on the home loop, waited for from this thread; cancelled if the hop is (or already was)."""
+        __tracebackhide__ = True
+        with self._lock:
+            if self.cancelled:
+                coro.close()
+                raise asyncio.CancelledError("the task awaiting this worker thread was cancelled")
+            work = asyncio.run_coroutine_threadsafe(coro, self.loop)
+            self._work.add(work)
+        try:
+            return work.result()
+        except CancelledFuture:  # cancelled with the hop. asyncio's CancelledError is a BaseException: a sync
+            # wrapper's `except Exception` (a retry, say) does not take it for a failed call and try again
+            raise asyncio.CancelledError("the task awaiting this worker thread was cancelled") from None
+        finally:
+            with self._lock:
+                self._work.discard(work)
+
+    def cancel(self) -> None:
+        with self._lock:
+            self.cancelled = True
+            work, self._work = self._work, set()
+        for future in work:
+            future.cancel()
+
+
+_HOP: ContextVar[_Hop | None] = ContextVar("middleware_kit_thread_hop", default=None)
+"""In sync code that :func:`run_sync_in_thread` moved off an event loop: that hop (its loop awaits the thread, so it
+is free to run coroutines for it)."""
 
 
 def run_coroutine_sync(coro: Coroutine[Any, Any, T]) -> T:
     """Drive ``coro`` to completion from sync code, in the current context: on the event loop the code was moved off
-    (:func:`run_sync_in_thread`), so async resources stay on the loop they belong to; else on a loop owned by the
-    calling thread."""
+    (:func:`run_sync_in_thread`), so async resources stay on the loop they belong to, and the coroutine is cancelled
+    when the task awaiting the thread is; else on a loop owned by the calling thread."""
     __tracebackhide__ = True
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        home = _HOME.get()
-        if home is not None and home.is_running():
-            return asyncio.run_coroutine_threadsafe(coro, home).result()
+        hop = _HOP.get()
+        if hop is not None and hop.loop.is_running():
+            return hop.run(coro)
         return _thread_loop().run_until_complete(coro)
     # Sync code called from inside a running loop (e.g. ``invoke`` in a notebook cell): a loop cannot be re-entered,
     # so run the coroutine on a helper thread, carrying the context along.
@@ -133,8 +177,15 @@ def _run_on_thread_loop(coro: Coroutine[Any, Any, T]) -> T:
 
 
 async def run_sync_in_thread(func: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
-    """Run a sync callable off the event loop, in a copy of the current context."""
+    """Run a sync callable off the event loop, in a copy of the current context. Cancelling the awaiting task cancels
+    the work the callable started back on this loop, and makes its later calls back raise ``CancelledError``; the
+    callable's own sync code runs on, and its result is dropped."""
     __tracebackhide__ = True
     ctx = contextvars.copy_context()
-    ctx.run(_HOME.set, asyncio.get_running_loop())  # async code the thread runs comes back to this loop
-    return await asyncio.wrap_future(_pool.submit(functools.partial(ctx.run, func, *args, **kwargs)))
+    hop = _Hop(asyncio.get_running_loop())
+    ctx.run(_HOP.set, hop)  # async code the thread runs comes back to this loop
+    try:
+        return await asyncio.wrap_future(_pool.submit(functools.partial(ctx.run, func, *args, **kwargs)))
+    except asyncio.CancelledError:
+        hop.cancel()
+        raise

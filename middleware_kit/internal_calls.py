@@ -16,17 +16,46 @@ putting the key in the run's own ``config["metadata"]`` (which reaches every mod
 LangChain 1.5's ``langchain.agents.middleware.internal_call_transformer``, with the same public names. The bundled
 middlewares tag their own calls this way (and with LangChain's ``lc_source``, see
 ``middleware_kit.middlewares._model_arg.internal_call_config``).
+
+Made through :func:`invoke_internal` / :func:`ainvoke_internal`, such a call is also tagged, and it is under the
+run's control (``create_agent(..., run_control=...)``): a call of a run that was cancelled or ran out of time does
+not start, and
+
+- under ``ainvoke`` a call in flight is abandoned the moment the run is stopped (its task cancelled);
+- under ``invoke`` the call cannot be interrupted (Python cannot stop a thread): its answer, once it comes, is
+  discarded.
+
+Either way the call raises :class:`InternalCallAbandoned`; the hook that made it is abandoned with it (whatever it
+would have written is dropped, as if it returned nothing) and the run ends at its next check, like any stopped run::
+
+    class Checker(AgentMiddleware):
+        transformers = (InternalCallTransformer,)
+
+        def before_model(self, state, runtime):
+            verdict = invoke_internal(self.checker, [HumanMessage("check")])
+            ...
 """
 
 from __future__ import annotations
 
 import secrets
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from langchain_core.messages import BaseMessage
+from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.stream import ProtocolEvent, StreamTransformer
 
-__all__ = ["INTERNAL_CALL_METADATA_KEY", "InternalCallTransformer", "internal_call_metadata"]
+__all__ = [
+    "INTERNAL_CALL_METADATA_KEY",
+    "InternalCallAbandoned",
+    "InternalCallTransformer",
+    "ainvoke_internal",
+    "internal_call_metadata",
+    "invoke_internal",
+]
+
+Input = TypeVar("Input")
+Output = TypeVar("Output")
 
 INTERNAL_CALL_METADATA_KEY = "lc_internal_call"
 """The ``config["metadata"]`` key that marks a model call as internal to a middleware (apart from ``lc_source``,
@@ -39,6 +68,48 @@ _INTERNAL_CALL_TOKEN: str = secrets.token_hex(16)
 def internal_call_metadata() -> dict[str, Any]:
     """Metadata to merge into an internal model call's ``config["metadata"]`` (a new dict each call)."""
     return {INTERNAL_CALL_METADATA_KEY: _INTERNAL_CALL_TOKEN}
+
+
+class InternalCallAbandoned(BaseException):
+    """A middleware's own call (:func:`invoke_internal`) was abandoned: its run was cancelled or ran out of time.
+
+    The hook that made the call is abandoned too: the engine counts it as a hook that returned nothing, and the run
+    ends at its next check (every open tool call answered, a final message, a ``run_cancelled`` /
+    ``run_deadline_exceeded`` event). Like ``asyncio.CancelledError`` it is a ``BaseException``, not an
+    ``Exception``: a hook's ``except Exception`` (a summarizer's ``on_failure="skip"``, a retry) does not take the
+    stop for a failed call."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"a middleware's own model call was abandoned: {reason}")
+        self.reason = reason
+
+
+def _tagged(config: RunnableConfig | None) -> RunnableConfig:
+    """``config`` with the internal-call marker added to its metadata."""
+    out: dict[str, Any] = dict(config or {})
+    out["metadata"] = {**(out.get("metadata") or {}), **internal_call_metadata()}
+    return out  # type: ignore[return-value]
+
+
+def invoke_internal(
+    runnable: Runnable[Input, Output], input: Input, config: RunnableConfig | None = None, **kwargs: Any
+) -> Output:
+    """``runnable.invoke(input, config)`` as a middleware's own call: tagged internal (see the module doc) and, in a
+    controlled run, not started once the run is stopped and its answer discarded if the run was stopped meanwhile
+    (:class:`InternalCallAbandoned`)."""
+    from middleware_kit.run_control.middleware import controlled_call  # run control builds on this module
+
+    return controlled_call(lambda: runnable.invoke(input, _tagged(config), **kwargs))
+
+
+async def ainvoke_internal(
+    runnable: Runnable[Input, Output], input: Input, config: RunnableConfig | None = None, **kwargs: Any
+) -> Output:
+    """Async twin of :func:`invoke_internal`: in a controlled run the call is abandoned the moment the run is
+    stopped (:class:`InternalCallAbandoned`)."""
+    from middleware_kit.run_control.middleware import acontrolled_call
+
+    return await acontrolled_call(lambda: runnable.ainvoke(input, _tagged(config), **kwargs))
 
 
 def is_internal_call(metadata: object) -> bool:

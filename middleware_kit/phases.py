@@ -34,6 +34,7 @@ from middleware_kit.drive import Step, Steps, run_async, run_sync
 from middleware_kit.errors import HookReturnError, InvalidJumpError, UnknownStateKeyError
 from middleware_kit.events import run_lifecycle
 from middleware_kit.hooks import JUMP_TARGETS, jump_target
+from middleware_kit.internal_calls import InternalCallAbandoned
 from middleware_kit.trace_policy import config_callbacks_active
 from middleware_kit.validation import check_state_update, note_hook_failure
 
@@ -390,6 +391,8 @@ class NodeRunner:
                 assert isinstance(item, NodeStep)
                 try:
                     update = yield Step(item.run_sync, item.run_async, result.view, runtime)
+                except InternalCallAbandoned:  # the run was stopped during the hook's own model call: the hook's
+                    update = None  # work is dropped; the run ends at its next run-control check
                 except GraphBubbleUp:
                     self._hook_interrupted(item)
                     raise

@@ -57,7 +57,7 @@ from middleware_kit import models
 from middleware_kit.agent_defaults import AgentDefaults, current_agent
 from middleware_kit.drive import Step, Steps, run_async, run_sync
 from middleware_kit.errors import MiddlewareConfigError, MiddlewareError
-from middleware_kit.internal_calls import internal_call_metadata
+from middleware_kit.internal_calls import ainvoke_internal, internal_call_metadata, invoke_internal
 from middleware_kit.middleware import AgentMiddleware
 from middleware_kit.middlewares._config import INT_AT_LEAST_1, Config, one_of, rule
 from middleware_kit.middlewares._frozen import FrozenConfig
@@ -711,8 +711,8 @@ class SummarizationMiddleware(FrozenConfig, AgentMiddleware):
             if self.summarizer is not None:
                 config = {"tags": [TAG_NOSTREAM, SUMMARIZER_TAG], "metadata": _summary_metadata()}
             result = yield Step(
-                functools.partial(summarizer.invoke, config=config),
-                functools.partial(summarizer.ainvoke, config=config),
+                functools.partial(invoke_internal, summarizer, config=config),
+                functools.partial(ainvoke_internal, summarizer, config=config),
                 payload,
             )
         else:
