@@ -11,9 +11,12 @@ keyed by instance would not help; caches keyed by class do). Each build is timed
 "Per middleware" is the slope above the hand-built graph: ``((mk(N) - hand(N)) - (mk(0) - hand(0))) / N``, the
 cost each middleware adds beyond what the same hooks cost in a graph built by hand. Target: at most 40 µs (best).
 
-If ``/tmp/lcvenv/bin/python`` exists (a venv with the real ``langchain``, for measurement only, never a
-dependency), LangChain's ``create_agent`` is timed with the same N in a child process with that interpreter
-(its no-op middleware has the same four sync hooks), and our ratio against it is printed.
+LangChain 1.5.2's ``create_agent`` is timed with the same N in a child process (its no-op middleware has the same
+four sync hooks), and our ratio against it is printed. The child runs this interpreter, so LangChain builds on the
+same langchain-core and LangGraph as we do, with ``langchain`` imported from its sdist (downloaded with pip into the
+cache the LangChain suite uses, :func:`tests.langchain_suite.suite.cache_dir`, and its ``langchain/`` package
+extracted there; measurement only, never a dependency). If ``/tmp/lcvenv/bin/python`` exists (a venv with the real
+``langchain``), that interpreter is used instead.
 """
 
 from __future__ import annotations
@@ -22,19 +25,24 @@ import argparse
 import gc
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
+import tarfile
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from bench.fixtures import NS, add, make_model, noops
 from bench.subjects import build_hand_graph
 from middleware_kit import create_agent
+from tests.langchain_suite.suite import VERSION, cache_dir
 
-__all__ = ["BuildTimes", "format_build_cost", "main", "time_builds", "time_langchain"]
+__all__ = ["BuildTimes", "format_build_cost", "langchain_source", "main", "time_builds", "time_langchain"]
 
 LANGCHAIN_PYTHON = "/tmp/lcvenv/bin/python"
 TARGET_US_PER_MIDDLEWARE = 40.0
@@ -133,16 +141,54 @@ def time_builds(ns: tuple[int, ...], rounds: int, per_round: int) -> dict[str, B
     return out
 
 
+def langchain_source() -> Path:
+    """A folder holding LangChain's ``langchain`` package, from its sdist (downloaded once per machine)."""
+    folder = cache_dir() / f"langchain-{VERSION}-src"
+    if (folder / "langchain" / "__init__.py").exists():
+        return folder
+    sdist = cache_dir() / "sdist" / f"langchain-{VERSION}.tar.gz"
+    if not sdist.exists():
+        subprocess.run(
+            [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:",
+             f"langchain=={VERSION}", "-d", str(sdist.parent)],
+            check=True, capture_output=True, timeout=300,
+        )
+    top, package = f"langchain-{VERSION}/", f"langchain-{VERSION}/langchain/"
+    scratch = tempfile.mkdtemp(dir=cache_dir())  # extracted aside, then moved in whole
+    try:
+        with tarfile.open(sdist) as tar:
+            members = [m for m in tar.getmembers() if m.name.startswith(package) and (m.isfile() or m.isdir())]
+            for member in members:
+                member.name = member.name[len(top):]
+            tar.extractall(scratch, members=members, filter="data")
+        shutil.rmtree(folder, ignore_errors=True)
+        os.replace(scratch, folder)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return folder
+
+
+def _langchain_command() -> tuple[list[str], dict[str, str]]:
+    """The interpreter (and environment) that imports LangChain 1.5.2's ``langchain``."""
+    if os.path.exists(LANGCHAIN_PYTHON):
+        return [LANGCHAIN_PYTHON], dict(os.environ)
+    return [sys.executable], {**os.environ, "PYTHONPATH": str(langchain_source())}
+
+
 def time_langchain(ns: tuple[int, ...], rounds: int, per_round: int) -> BuildTimes | None:
-    """LangChain's ``create_agent`` with the same N, in a child process with the LangChain venv (None without it)."""
-    if not os.path.exists(LANGCHAIN_PYTHON):
+    """LangChain's ``create_agent`` with the same N, in a child process (None when LangChain cannot be had)."""
+    try:
+        command, env = _langchain_command()
+    except (OSError, subprocess.SubprocessError, tarfile.TarError) as exc:
+        print(f"  .. LangChain {VERSION} not available ({exc!r}): not timed", file=sys.stderr)
         return None
     proc = subprocess.run(
-        [LANGCHAIN_PYTHON, "-c", _LANGCHAIN_SCRIPT, json.dumps([list(ns), rounds, per_round])],
+        [*command, "-c", _LANGCHAIN_SCRIPT, json.dumps([list(ns), rounds, per_round])],
         capture_output=True,
         text=True,
         timeout=600,
-        cwd="/tmp",  # not the checkout: its middleware_kit must not shadow anything there
+        env=env,
+        cwd="/tmp",  # not the checkout: its middleware_kit (and langchain_alias) must not shadow anything there
     )
     if proc.returncode != 0:
         print(f"  .. LangChain run failed:\n{proc.stderr[-2000:]}", file=sys.stderr)

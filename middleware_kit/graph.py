@@ -17,6 +17,7 @@ Shape (``middleware=[A, B, C]``, every hook present, none interrupting)::
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,13 +36,13 @@ from middleware_kit.drive import Steps, run_async, run_sync
 from middleware_kit.guards import Guards
 from middleware_kit.layout import TOOLS_NODE, NodeSpec, lay_out
 from middleware_kit.model_call import ModelCall, model_writes, prepared
-from middleware_kit.phases import ModelStep, NodeResult, NodeRunner, NodeStep, StateSemantics
+from middleware_kit.phases import Item, ModelStep, NodeResult, NodeRunner, NodeStep, StateSemantics
 from middleware_kit.pipeline import Pipeline
 from middleware_kit.routing import Router, with_goto
 from middleware_kit.schema import MergedSchema
 from middleware_kit.structured_output import AutoStrategy, ProviderStrategy, ToolStrategy
 from middleware_kit.tool_node import tool_node
-from middleware_kit.tracing import HookTracing, LifecycleRouter
+from middleware_kit.tracing import HookTracing, LifecycleRouter, Once, variant
 
 __all__ = ["AgentGraph", "build_graph"]
 
@@ -87,25 +88,29 @@ def build_graph(
         guards=pipeline.guards,
         agent_name=agent_name,
     )
-    # Every node and chain in two variants, composed now: plain, and traced (each hook a callback run) for runs
-    # with callback handlers (middleware_kit.tracing).
+    # Every node and chain in two variants: plain, composed now, and traced (each hook a callback run), composed on
+    # the first run with callback handlers (middleware_kit.tracing).
     private = schema.keys - frozenset(builder.schemas[builder.output_schema])  # never in a trace either
     hooks = HookTracing(pipeline.middleware, pipeline.hooks, private)
     owners = tuple(layer.owner for layer in pipeline.model_layers)
     model_step = _model_step(call, hooks.plain_layers(pipeline.model_layers), owners, semantics, traced=False)
-    traced_model_step = _model_step(call, hooks.traced_layers(pipeline.model_layers), owners, semantics, traced=True)
+    traced_model_step = Once(
+        lambda: _model_step(call, hooks.traced_layers(pipeline.model_layers), owners, semantics, traced=True)
+    )
     layout = lay_out(pipeline.phases, model_step, has_tool_node=bool(executable) or pipeline.has_wrap_tool_call)
     router = LifecycleRouter(layout, frozenset(name for name, tool in executable.items() if tool.return_direct))
     defaults = AgentDefaults(call.model, call.system_message, call.default_tools, call.response_format)
     for node in layout.nodes:
-        plain, traced = hooks.node_items(node.items, model_step, traced_model_step)
         past_loop = any(isinstance(i, NodeStep) and i.hook == "after_agent" for i in node.items)
         ends_run = ("always" if node.next == END else "on_jump") if past_loop else None
-        runner = NodeRunner(plain, semantics, defaults=defaults, traced=traced, ends_run=ends_run)
-        _add_node(builder, node, runner, router, pipeline.guards)
+        runner = NodeRunner(hooks.plain_items(node.items), semantics, defaults=defaults, ends_run=ends_run)
+        traced = Once(functools.partial(
+            _traced_runner, hooks, node.items, model_step, traced_model_step, runner, ends_run
+        ))
+        _add_node(builder, node, runner, traced, router, pipeline.guards)
     if layout.has_tool_node:
         tools = tool_node(list(executable.values()), hooks.plain_layers(pipeline.tool_layers), pipeline.guards,
-                          traced_layers=hooks.traced_layers(pipeline.tool_layers))
+                          traced_layers=hooks.traced_chain(pipeline.tool_layers))
         builder.add_node(TOOLS_NODE, tools)
         builder.add_conditional_edges(TOOLS_NODE, router.after_tools_in_run,
                                       sorted({layout.loop_entry, layout.end_entry}))
@@ -137,10 +142,21 @@ def _model_step(
     return ModelStep(run, arun)
 
 
+def _traced_runner(
+    hooks: HookTracing, items: Sequence[Item], model: ModelStep, traced_model: Once[ModelStep], plain: NodeRunner,
+    ends_run: str | None,
+) -> NodeRunner:
+    """The traced variant of a node's runner (made on the node's first run with callback handlers)."""
+    traced = hooks.traced_items(items, model, traced_model)
+    return NodeRunner(traced, plain.semantics, defaults=plain.defaults, ends_run=ends_run)
+
+
 def _add_node(
-    builder: StateGraph[Any, Any, Any, Any], node: NodeSpec, runner: NodeRunner, router: Router, guards: Guards
+    builder: StateGraph[Any, Any, Any, Any], node: NodeSpec, runner: NodeRunner, traced: Once[NodeRunner],
+    router: Router, guards: Guards,
 ) -> None:
-    """One node of hooks: run its items, route, guard what it writes."""
+    """One node of hooks: run its items (``traced()`` when the run has callback handlers), route, guard what it
+    writes."""
     jumps = frozenset(j for step in runner.steps for j in step.can_jump_to)
     command_mode = bool(jumps) or node.next is None
     output = runner.semantics.output
@@ -164,11 +180,11 @@ def _add_node(
 
     def run(state: Any, runtime: Runtime[Any]) -> Any:
         __tracebackhide__ = True
-        return finish(runner.run(with_private(state), runtime), runtime)
+        return finish(variant(runner, traced).run(with_private(state), runtime), runtime)
 
     async def arun(state: Any, runtime: Runtime[Any]) -> Any:
         __tracebackhide__ = True
-        return finish(await runner.arun(with_private(state), runtime), runtime)
+        return finish(await variant(runner, traced).arun(with_private(state), runtime), runtime)
 
     if not command_mode:
         builder.add_node(node.name, node_runnable(run, arun, node.name))

@@ -7,13 +7,14 @@ interrupt); then the model and tool chains, outermost first. ``plan.mermaid()`` 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import functools
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from middleware_kit.hooks import HOOKS, HookMode, HookSpec
 from middleware_kit.pipeline import Pipeline
 
-__all__ = ["MiddlewarePlan", "PlannedHook"]
+__all__ = ["MiddlewarePlan", "PlanRows", "PlannedHook"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,25 +37,71 @@ class PlannedHook:
 
 
 @dataclass(frozen=True, slots=True)
+class PlanRows:
+    """The parts of a plan that take a row per hook, worked out on first access (:attr:`MiddlewarePlan.rows`)."""
+
+    hooks: tuple[PlannedHook, ...]
+    model_chain: tuple[str, ...]
+    tool_chain: tuple[str, ...]
+
+
+@dataclass(frozen=True, eq=False)
 class MiddlewarePlan:
-    """The pipeline of an agent, in run order. ``str()`` prints it as a table."""
+    """The pipeline of an agent, in run order. ``str()`` prints it as a table.
+
+    Every agent has one, but few print it (and a LangGraph Server graph factory builds an agent per run): the rows of
+    ``hooks``, ``model_chain`` and ``tool_chain`` are worked out on first access, once. Two plans are equal when
+    everything they show is.
+    """
 
     name: str
     middleware: tuple[str, ...]
-    hooks: tuple[PlannedHook, ...]
-    """Every hook, in the order a run with one model call and one tool call meets them."""
     nodes: tuple[str, ...]
     """The graph's nodes, in run order."""
-    model_chain: tuple[str, ...]
-    """Layers of the model call, outermost first (``A.wrap_model_call``)."""
-    tool_chain: tuple[str, ...]
-    """Layers of each tool call, outermost first (a middleware's ``before_tool``/``after_tool`` pair is one layer,
-    outside every ``wrap_tool_call``: ``"A.before_tool+after_tool"``)."""
-    draw: Callable[[], str] = field(repr=False, compare=False, default=lambda: "")
+    rows: Callable[[], PlanRows] = field(repr=False)
+    """Works out ``hooks``, ``model_chain`` and ``tool_chain`` (called once, on first access of any of them)."""
+    draw: Callable[[], str] = field(repr=False, default=lambda: "")
     guards: tuple[str, ...] = ()
     """The middlewares that guard messages (``guard_messages``), in the order they run."""
     resume_guards: tuple[str, ...] = ()
     """The middlewares that guard resume values (``guard_resume``), in the order they run."""
+
+    @functools.cached_property
+    def _rows(self) -> PlanRows:
+        return self.rows()  # pure: a second thread racing the first gets an equal value
+
+    @property
+    def hooks(self) -> tuple[PlannedHook, ...]:
+        """Every hook, in the order a run with one model call and one tool call meets them."""
+        return self._rows.hooks
+
+    @property
+    def model_chain(self) -> tuple[str, ...]:
+        """Layers of the model call, outermost first (``A.wrap_model_call``)."""
+        return self._rows.model_chain
+
+    @property
+    def tool_chain(self) -> tuple[str, ...]:
+        """Layers of each tool call, outermost first (a middleware's ``before_tool``/``after_tool`` pair is one
+        layer, outside every ``wrap_tool_call``: ``"A.before_tool+after_tool"``)."""
+        return self._rows.tool_chain
+
+    def _shown(self) -> tuple[object, ...]:
+        return (self.name, self.middleware, self.hooks, self.nodes, self.model_chain, self.tool_chain, self.guards,
+                self.resume_guards)
+
+    def __eq__(self, other: object) -> bool:
+        return other is self or (isinstance(other, MiddlewarePlan) and self._shown() == other._shown())
+
+    def __hash__(self) -> int:
+        return hash(self._shown())
+
+    def __repr__(self) -> str:
+        return (
+            f"MiddlewarePlan(name={self.name!r}, middleware={self.middleware!r}, hooks={self.hooks!r}, "
+            f"nodes={self.nodes!r}, model_chain={self.model_chain!r}, tool_chain={self.tool_chain!r}, "
+            f"guards={self.guards!r}, resume_guards={self.resume_guards!r})"
+        )
 
     def mermaid(self) -> str:
         """The compiled graph as a Mermaid diagram (drawn on demand)."""
@@ -103,7 +150,7 @@ class MiddlewarePlan:
         return "\n".join(lines)
 
 
-def _node_rows(pipeline: Pipeline, phase: str, node_of: dict[tuple[str, str], str]) -> list[PlannedHook]:
+def _node_rows(pipeline: Pipeline, phase: str, node_of: Mapping[tuple[str, str], str]) -> list[PlannedHook]:
     return [
         PlannedHook(
             phase,
@@ -139,26 +186,33 @@ def _onion(layers: tuple[str, ...], core: str) -> str:
 def build_plan(
     name: str,
     pipeline: Pipeline,
-    node_of: dict[tuple[str, str], str],
-    nodes: list[str],
+    node_of: Mapping[tuple[str, str], str],
+    nodes: Sequence[str],
     draw: Callable[[], str],
     *,
     has_tool_node: bool,
 ) -> MiddlewarePlan:
-    """The plan, in the order of :data:`middleware_kit.hooks.HOOKS` (the order a run meets the hooks)."""
-    hooks: list[PlannedHook] = []
-    for spec in HOOKS.values():
-        if spec.kind == "node":
-            hooks.extend(_node_rows(pipeline, spec.name, node_of))
-        elif spec.kind in ("model_request", "wrap_model") or has_tool_node:
-            hooks.extend(_chain_rows(pipeline, spec))
+    """The plan, its rows in the order of :data:`middleware_kit.hooks.HOOKS` (the order a run meets the hooks),
+    worked out when first read. ``node_of``: ``(middleware, hook) -> node`` for every node hook."""
+
+    def rows() -> PlanRows:
+        hooks: list[PlannedHook] = []
+        for spec in HOOKS.values():
+            if spec.kind == "node":
+                hooks.extend(_node_rows(pipeline, spec.name, node_of))
+            elif spec.kind in ("model_request", "wrap_model") or has_tool_node:
+                hooks.extend(_chain_rows(pipeline, spec))
+        return PlanRows(
+            hooks=tuple(hooks),
+            model_chain=tuple(f"{layer.owner}.{layer.hook}" for layer in pipeline.model_layers),
+            tool_chain=tuple(f"{layer.owner}.{layer.hook}" for layer in pipeline.tool_layers),
+        )
+
     return MiddlewarePlan(
         name=name,
         middleware=tuple(mw.name for mw in pipeline.middleware),
-        hooks=tuple(hooks),
         nodes=tuple(nodes),
-        model_chain=tuple(f"{layer.owner}.{layer.hook}" for layer in pipeline.model_layers),
-        tool_chain=tuple(f"{layer.owner}.{layer.hook}" for layer in pipeline.tool_layers),
+        rows=rows,
         draw=draw,
         guards=pipeline.guards.owners,
         resume_guards=tuple(owner for owner, _ in pipeline.guards.resume_guards),

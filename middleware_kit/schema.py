@@ -140,7 +140,11 @@ def merge_state_schemas(
     fields: dict[str, Any] = dict(defaults)
     owners = dict.fromkeys(defaults, "AgentState")
     origin: dict[str, type[Any]] = dict.fromkeys(defaults, AgentState)
+    merged = {id(AgentState)}
     for owner, schema in sources:
+        if id(schema) in merged:  # merging a schema again changes nothing (most middlewares share AgentState)
+            continue
+        merged.add(id(schema))
         for key, tp in _schema_hints(owner, schema).items():
             if key not in fields or (owners[key] == "AgentState" and key in _OVERRIDABLE):
                 if key in fields and tp == defaults[key]:

@@ -1,9 +1,10 @@
 """Every hook a langchain-core run: ``"{middleware}.{hook}"`` runs for callback handlers, LangSmith and OpenTelemetry.
 
-Composed once, when the agent is built: for each fused node and each chain, the engine keeps two variants, the plain
-one (what every run executes when nobody listens) and a *traced* one in which every node hook and every chain layer
-opens its own chain run. A node run reads its config's callbacks once and picks the variant (``callbacks_active``):
-with no handler the traced variant is never touched, so tracing costs nothing when it is off.
+For each fused node and each chain, the engine has two variants: the plain one (what every run executes when nobody
+listens), composed when the agent is built, and a *traced* one in which every node hook and every chain layer opens
+its own chain run, composed on the first run that has a callback handler (once, under a lock: :class:`Once`). A node
+run reads its config's callbacks once and picks the variant (:func:`variant`): with no handler the traced variant
+is never built nor touched, so tracing costs nothing when it is off, neither per run nor per build.
 
 Nesting follows the onion. A hook run is a child of the run current when it starts (the graph node's, or the outer
 layer's), and it is the parent of everything its hook does: the next layer, the chat-model run (the model call picks
@@ -26,9 +27,10 @@ are found on the call stack for free.
 from __future__ import annotations
 
 import functools
+import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Final
+from dataclasses import dataclass, is_dataclass, replace
+from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar, cast
 
 from langchain_core.callbacks import AsyncCallbackManager, CallbackManager
 from langchain_core.runnables.config import (
@@ -41,7 +43,7 @@ from langchain_core.tracers.base import BaseTracer
 from langgraph.constants import END
 from langgraph.types import Command
 
-from middleware_kit.chain import Layer, model_request_layer, tool_hooks_layer
+from middleware_kit.chain import Layer, compose, model_request_layer, tool_hooks_layer
 from middleware_kit.drive import Step, Steps, run_async, run_sync
 from middleware_kit.events import _HOOK_METHODS, enter_hook, leave_hook, run_lifecycle
 from middleware_kit.middleware import AgentMiddleware, HookImpl
@@ -52,7 +54,16 @@ from middleware_kit.types import ModelRequest, ToolCallRequest
 if TYPE_CHECKING:
     from middleware_kit.phases import ModelStep, NodeStep
 
-__all__ = ["HOOK_TAG", "HookTracing", "LifecycleRouter", "callbacks_active", "config_callbacks_active"]
+__all__ = [
+    "HOOK_TAG",
+    "HookTracing",
+    "LifecycleRouter",
+    "Once",
+    "config_callbacks_active",
+    "variant",
+]
+
+T = TypeVar("T")
 
 _SYNC = Callable[..., Any]
 _ASYNC = Callable[..., Awaitable[Any]]
@@ -62,9 +73,36 @@ HOOK_TAG: Final = "middleware_kit:hook"
 (a node holding one hook is named ``"{middleware}.{hook}"`` too)."""
 
 
-def callbacks_active() -> bool:
-    """Whether the current run (langchain-core's context config) has a callback handler: decided once per node run."""
-    return config_callbacks_active(var_child_runnable_config.get())
+def variant(plain: T, traced: Once[T]) -> T:
+    """The variant of a node for the current run (langchain-core's context config): ``traced()`` when the run has a
+    callback handler, else ``plain``. Decided once per node run."""
+    return traced() if config_callbacks_active(var_child_runnable_config.get()) else plain
+
+
+class Once(Generic[T]):
+    """``make()``, called on first use and kept: the traced variants, which most agents never run, cost nothing when
+    the agent is built. Thread-safe: concurrent first runs (parallel tool calls, two threads invoking one agent)
+    build it once and all get the same value. If ``make`` raises, nothing is kept and the next use tries again."""
+
+    __slots__ = ("_lock", "_make", "_value")
+
+    _UNSET: Final = object()
+
+    def __init__(self, make: Callable[[], T]) -> None:
+        self._make: Callable[[], T] | None = make
+        self._value: object = Once._UNSET
+        self._lock = threading.Lock()
+
+    def __call__(self) -> T:
+        value = self._value
+        if value is Once._UNSET:
+            with self._lock:
+                if self._value is Once._UNSET:
+                    assert self._make is not None
+                    self._value = self._make()
+                    self._make = None  # what it closed over can go
+                value = self._value
+        return cast(T, value)
 
 
 # -- opening and closing one hook run --------------------------------------------------------------------------------
@@ -233,11 +271,25 @@ def _public(value: Any, private: frozenset[str]) -> Any:
     if isinstance(value, Command) and isinstance(value.update, Mapping) and not private.isdisjoint(value.update):
         return Command(graph=value.graph, update=_public(value.update, private), resume=value.resume, goto=value.goto)
     state = getattr(value, "state", None)
-    if isinstance(value, (ModelRequest, ToolCallRequest)) and isinstance(state, Mapping) and not private.isdisjoint(
+    if not (isinstance(value, (ModelRequest, ToolCallRequest)) and isinstance(state, Mapping)) or private.isdisjoint(
         state
     ):
-        return value.override(state={k: v for k, v in state.items() if k not in private})
-    return value
+        return value
+    public = {k: v for k, v in state.items() if k not in private}
+    if isinstance(value, ModelRequest):
+        return value.override(state=public)
+    runtime = value.runtime  # a ToolRuntime: it carries the state too, and LangGraph's internals in its config
+    if is_dataclass(runtime) and isinstance(getattr(runtime, "state", None), Mapping):
+        runtime = replace(runtime, state=_public(runtime.state, private), config=_public_config(runtime.config))
+    return ToolCallRequest(value.tool_call, value.tool, public, runtime)
+
+
+def _public_config(config: Any) -> Any:
+    """A tool call's config without LangGraph's internals (``__pregel_*``: the channels, by name, the scratchpad)."""
+    configurable = config.get("configurable") if isinstance(config, Mapping) else None
+    if not isinstance(configurable, Mapping):
+        return config
+    return {**config, "configurable": {k: v for k, v in configurable.items() if not k.startswith("__pregel_")}}
 
 
 def _found_on_stack(*fns: object) -> bool:
@@ -270,8 +322,11 @@ class HookTracing:
         return lambda: resolve_trace_policy(middleware)
 
     def _needs_scope(self, owner: str, *hooks: str) -> bool:
-        impls = [self._impls.get((owner, hook)) for hook in hooks]
-        return not _found_on_stack(*(fn for impl in impls if impl is not None for fn in (impl.sync, impl.async_)))
+        for hook in hooks:
+            impl = self._impls.get((owner, hook))
+            if impl is not None and not _found_on_stack(impl.sync, impl.async_):
+                return True
+        return False
 
     # -- node hooks -----------------------------------------------------------------------------------------------
     def plain_step(self, step: NodeStep) -> NodeStep:
@@ -293,16 +348,21 @@ class HookTracing:
             run_async=run_async,
         )
 
-    def node_items(
-        self, items: Sequence[NodeStep | ModelStep], model: ModelStep, traced_model: ModelStep
-    ) -> tuple[tuple[NodeStep | ModelStep, ...], tuple[NodeStep | ModelStep, ...]]:
-        """The plain and the traced items of one fused node (``model`` becomes ``traced_model`` in the latter)."""
+    def plain_items(self, items: Sequence[NodeStep | ModelStep]) -> tuple[NodeStep | ModelStep, ...]:
+        """The plain items of one fused node."""
         from middleware_kit.phases import NodeStep  # phases imports this module
-        plain = tuple(self.plain_step(i) if isinstance(i, NodeStep) else i for i in items)
-        traced = tuple(
-            self.traced_step(i) if isinstance(i, NodeStep) else traced_model if i is model else i for i in items
+
+        return tuple(self.plain_step(i) if isinstance(i, NodeStep) else i for i in items)
+
+    def traced_items(
+        self, items: Sequence[NodeStep | ModelStep], model: ModelStep, traced_model: Callable[[], ModelStep]
+    ) -> tuple[NodeStep | ModelStep, ...]:
+        """The traced items of one fused node (``model``, the plain model call, becomes ``traced_model()``)."""
+        from middleware_kit.phases import NodeStep  # phases imports this module
+
+        return tuple(
+            self.traced_step(i) if isinstance(i, NodeStep) else traced_model() if i is model else i for i in items
         )
-        return plain, traced
 
     # -- chain layers ---------------------------------------------------------------------------------------------
     def plain_layers(self, layers: Sequence[Layer[Any, Any]]) -> tuple[Layer[Any, Any], ...]:
@@ -312,6 +372,33 @@ class HookTracing:
     def traced_layers(self, layers: Sequence[Layer[Any, Any]]) -> tuple[Layer[Any, Any], ...]:
         """``layers`` with every hook a chain run."""
         return tuple(self._layer(layer, traced=True) for layer in layers)
+
+    def traced_chain(self, layers: Sequence[Layer[Any, Any]]) -> tuple[Layer[Any, Any], ...]:
+        """The traced variant of the chain of ``layers`` as one layer (a composed chain is itself a layer), composed
+        on its first call: what :func:`compose` around it builds is a handler that composes the real one then."""
+        if not layers:
+            return ()
+        traced = Once(lambda: self.traced_layers(layers))
+
+        def build_sync(nxt: _SYNC, depth: int) -> _SYNC:
+            chain = Once(lambda: compose(traced(), nxt, _unused)[0])
+
+            def entry(request: Any) -> Any:
+                __tracebackhide__ = True
+                return chain()(request)
+
+            return entry
+
+        def build_async(nxt: _ASYNC, depth: int) -> _ASYNC:
+            achain = Once(lambda: compose(traced(), _unused, nxt)[1])
+
+            async def aentry(request: Any) -> Any:
+                __tracebackhide__ = True
+                return await achain()(request)
+
+            return aentry
+
+        return (Layer(layers[0].owner, "traced chain", "sync+async", build_sync, build_async),)
 
     def _layer(self, layer: Layer[Any, Any], *, traced: bool) -> Layer[Any, Any]:
         owner = layer.owner
