@@ -105,6 +105,9 @@ class AgentMiddleware(Generic[StateT, MiddlewareContextT, ResponseT]):
     _hook_config: ClassVar[dict[str, dict[str, Any]]] = {}
     """Per-hook ``can_jump_to``/``may_interrupt`` set by the decorators (``hook_config`` sets them on functions)."""
 
+    _engine_layer: ClassVar[bool] = False
+    """True for the layers the engine itself adds (run control's): see :func:`is_engine_layer`."""
+
     @property
     def name(self) -> str:
         """Unique within an agent; defaults to the class name. Node names in the graph are ``"{name}.{hook}"``."""
@@ -475,6 +478,15 @@ def hook_facts(mw: AgentMiddleware[Any, Any]) -> tuple[dict[str, HookImpl], Clas
             name, slot.hook, sync_fn, async_fn, slot.can_jump_to, slot.may_interrupt, slot.mode
         )
     return found, record, True
+
+
+def is_engine_layer(mw: object) -> bool:
+    """Whether ``mw`` is a layer the engine adds around the user's middleware (``RunControlMiddleware`` and
+    ``RunControlGuard`` in a controlled agent). The one rule for them, applied where each part of the engine looks:
+    they run like any middleware, but are not the user's stack: the plan shows them on a line of their own, they
+    record no hook runs in traces, their ``wrap_tool_call`` does not make a tool node (nor handle dynamic tools),
+    and their node hooks (idempotent checks) do not count as work that a later hook's interrupt would repeat."""
+    return bool(getattr(type(mw), "_engine_layer", False))
 
 
 def defined_hooks(mw: AgentMiddleware[Any, Any]) -> dict[str, HookImpl]:

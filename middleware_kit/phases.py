@@ -62,6 +62,8 @@ class NodeStep:
     """None when the hook is sync-only: the async runner batches consecutive sync-only hooks into one thread hop."""
     can_jump_to: frozenset[str]
     may_interrupt: bool
+    engine: bool = False
+    """A step of an engine layer (:func:`middleware_kit.middleware.is_engine_layer`): an idempotent check."""
 
 
 class StateSemantics:
@@ -269,7 +271,8 @@ class NodeRunner:
         this node runs."""
         self.steps = tuple(i for i in self.items if isinstance(i, NodeStep))
         self.semantics = semantics
-        self._first = self.items[0] if self.items else None
+        # The first step whose work a later hook's interrupt would repeat (engine layers' checks are idempotent).
+        self._first = next((i for i in self.items if not getattr(i, "engine", False)), None)
         # For the async mode: consecutive sync-only hooks run together in one worker-thread hop.
         segments: list[tuple[bool, tuple[Item, ...]]] = []
         for item in self.items:

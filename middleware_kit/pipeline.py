@@ -26,6 +26,7 @@ from middleware_kit.middleware import (
     _implementation,
     defined_hooks,
     hook_facts,
+    is_engine_layer,
 )
 from middleware_kit.phases import NodeStep, bridge_node_hook
 from middleware_kit.signatures import check_hook
@@ -87,8 +88,15 @@ class Pipeline:
     """The middlewares that override ``guard_messages`` (and ``guard_resume``), in list order."""
 
     @property
+    def engine_layers(self) -> frozenset[str]:
+        """Names of the layers the engine added (:func:`~middleware_kit.middleware.is_engine_layer`)."""
+        return frozenset(mw.name for mw in self.middleware if is_engine_layer(mw))
+
+    @property
     def has_wrap_tool_call(self) -> bool:
-        return any(layer.hook == "wrap_tool_call" for layer in self.tool_layers)
+        """Whether a ``wrap_tool_call`` of the user's stack may run tools the agent was not given (dynamic tools)."""
+        engine = self.engine_layers
+        return any(layer.hook == "wrap_tool_call" and layer.owner not in engine for layer in self.tool_layers)
 
 
 def _check_item(item: object, index: int) -> AgentMiddleware[Any, Any]:
@@ -162,7 +170,7 @@ def _check_flow(impl: HookImpl) -> None:
         raise MiddlewareConfigError.flow_with_async_twin(impl.owner, impl.hook)
 
 
-def _node_steps(hooks: Sequence[dict[str, HookImpl]]) -> dict[str, tuple[NodeStep, ...]]:
+def _node_steps(hooks: Sequence[dict[str, HookImpl]], engine: frozenset[str]) -> dict[str, tuple[NodeStep, ...]]:
     """Per node phase, its hooks in run order (forward or reverse, as ``HOOKS`` says), bridged for both modes."""
     phases: dict[str, tuple[NodeStep, ...]] = {}
     for phase in NODE_PHASES:
@@ -173,7 +181,8 @@ def _node_steps(hooks: Sequence[dict[str, HookImpl]]) -> dict[str, tuple[NodeSte
         for impl in ordered:
             run_sync, run_async = bridge_node_hook(impl.sync, impl.async_)
             steps.append(
-                NodeStep(impl.owner, phase, impl.mode, run_sync, run_async, impl.can_jump_to, impl.may_interrupt)
+                NodeStep(impl.owner, phase, impl.mode, run_sync, run_async, impl.can_jump_to, impl.may_interrupt,
+                         impl.owner in engine)
             )
         phases[phase] = tuple(steps)
     return phases
@@ -257,7 +266,7 @@ def build_pipeline(
         guards=guards,
         middleware=mws,
         hooks=tuple(hooks),
-        phases=_node_steps(hooks),
+        phases=_node_steps(hooks, frozenset(mw.name for mw in mws if is_engine_layer(mw))),
         model_layers=model_layers,
         tool_layers=tool_layers,
         tools=mw_tools,

@@ -65,6 +65,10 @@ class MiddlewarePlan:
     """The middlewares that guard messages (``guard_messages``), in the order they run."""
     resume_guards: tuple[str, ...] = ()
     """The middlewares that guard resume values (``guard_resume``), in the order they run."""
+    engine: tuple[str, ...] = ()
+    """The layers the engine adds around ``middleware`` (run control's ``RunControlMiddleware``, outermost, and
+    ``RunControlGuard``, innermost, in a controlled agent). Not in ``middleware``, ``hooks`` or the chains: the plan
+    shows the user's stack, and prints these on a line of their own."""
 
     @functools.cached_property
     def _rows(self) -> PlanRows:
@@ -88,7 +92,7 @@ class MiddlewarePlan:
 
     def _shown(self) -> tuple[object, ...]:
         return (self.name, self.middleware, self.hooks, self.nodes, self.model_chain, self.tool_chain, self.guards,
-                self.resume_guards)
+                self.resume_guards, self.engine)
 
     def __eq__(self, other: object) -> bool:
         return other is self or (isinstance(other, MiddlewarePlan) and self._shown() == other._shown())
@@ -100,7 +104,7 @@ class MiddlewarePlan:
         return (
             f"MiddlewarePlan(name={self.name!r}, middleware={self.middleware!r}, hooks={self.hooks!r}, "
             f"nodes={self.nodes!r}, model_chain={self.model_chain!r}, tool_chain={self.tool_chain!r}, "
-            f"guards={self.guards!r}, resume_guards={self.resume_guards!r})"
+            f"guards={self.guards!r}, resume_guards={self.resume_guards!r}, engine={self.engine!r})"
         )
 
     def mermaid(self) -> str:
@@ -131,6 +135,8 @@ class MiddlewarePlan:
         lines = [
             f"middleware plan of {self.name!r}: {len(self.middleware)} middleware(s) "
             f"[{', '.join(self.middleware)}], first listed = outermost",
+            *([f"run control: {' and '.join(self.engine)} around them (deadline and cancel checks)"]
+              if self.engine else []),
             fmt.format(*head).rstrip(),
             fmt.format(*("-" * w for w in widths)).rstrip(),
             *(fmt.format(*r).rstrip() for r in rows),
@@ -163,11 +169,13 @@ def _node_rows(pipeline: Pipeline, phase: str, node_of: Mapping[tuple[str, str],
             can_jump_to=tuple(sorted(step.can_jump_to)),
         )
         for step in pipeline.phases[phase]
+        if step.owner not in pipeline.engine_layers
     ]
 
 
 def _chain_rows(pipeline: Pipeline, spec: HookSpec) -> list[PlannedHook]:
-    found = [impls[spec.name] for impls in pipeline.hooks if spec.name in impls]
+    engine = pipeline.engine_layers
+    found = [impls[spec.name] for impls in pipeline.hooks if spec.name in impls and impls[spec.name].owner not in engine]
     if spec.order == "reverse":
         found.reverse()
     where = "model chain" if spec.kind in ("model_request", "wrap_model") else "tool chain"
@@ -204,13 +212,17 @@ def build_plan(
                 hooks.extend(_chain_rows(pipeline, spec))
         return PlanRows(
             hooks=tuple(hooks),
-            model_chain=tuple(f"{layer.owner}.{layer.hook}" for layer in pipeline.model_layers),
-            tool_chain=tuple(f"{layer.owner}.{layer.hook}" for layer in pipeline.tool_layers),
+            model_chain=tuple(f"{layer.owner}.{layer.hook}" for layer in pipeline.model_layers
+                              if layer.owner not in engine),
+            tool_chain=tuple(f"{layer.owner}.{layer.hook}" for layer in pipeline.tool_layers
+                             if layer.owner not in engine),
         )
 
+    engine = pipeline.engine_layers
     return MiddlewarePlan(
         name=name,
-        middleware=tuple(mw.name for mw in pipeline.middleware),
+        middleware=tuple(mw.name for mw in pipeline.middleware if mw.name not in engine),
+        engine=tuple(mw.name for mw in pipeline.middleware if mw.name in engine),
         nodes=tuple(nodes),
         rows=rows,
         draw=draw,

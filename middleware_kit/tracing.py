@@ -46,7 +46,7 @@ from langgraph.types import Command
 from middleware_kit.chain import Layer, compose, model_request_layer, tool_hooks_layer
 from middleware_kit.drive import Step, Steps, run_async, run_sync
 from middleware_kit.events import _HOOK_METHODS, enter_hook, leave_hook, run_lifecycle
-from middleware_kit.middleware import AgentMiddleware, HookImpl
+from middleware_kit.middleware import AgentMiddleware, HookImpl, is_engine_layer
 from middleware_kit.routing import Router
 from middleware_kit.trace_policy import TracePolicy, config_callbacks_active, recorded, resolve_trace_policy
 from middleware_kit.types import ModelRequest, ToolCallRequest
@@ -307,6 +307,8 @@ class HookTracing:
         private: frozenset[str] = frozenset(),
     ) -> None:
         self._middleware = {mw.name: mw for mw in middleware}
+        self._engine = frozenset(mw.name for mw in middleware if is_engine_layer(mw))
+        """Layers the engine added (run control's): they record no hook runs."""
         self._impls = {(impl.owner, name): impl for per_mw in hooks for name, impl in per_mw.items()}
         self._private = private
         """State keys a hook run's recorded input leaves out (private state: ``PrivateStateAttr``, ``jump_to``)."""
@@ -338,6 +340,8 @@ class HookTracing:
 
     def traced_step(self, step: NodeStep) -> NodeStep:
         """``step`` run as the chain run ``"{owner}.{hook}"`` (input: the state it sees; output: its update)."""
+        if step.owner in self._engine:
+            return step
         policy_of = self._policy_of(step.owner)
         run_async = (
             None if step.run_async is None
@@ -402,6 +406,8 @@ class HookTracing:
 
     def _layer(self, layer: Layer[Any, Any], *, traced: bool) -> Layer[Any, Any]:
         owner = layer.owner
+        if owner in self._engine:
+            return layer
         if layer.hook == "modify_model_request":
             impl = self._impls.get((owner, layer.hook))
             if impl is None or not (traced or self._needs_scope(owner, layer.hook)):

@@ -8,7 +8,10 @@
   executed (the next ``before_model`` ends the run);
 - **in flight**: under ``ainvoke`` the model or tool call is raced against the deadline and the cancel flag, and
   abandoned when either fires; under ``invoke`` a call that returns after the run was stopped has its result
-  discarded.
+  discarded. The same holds for a model call a hook makes for itself through
+  :func:`~middleware_kit.internal_calls.invoke_internal` (a summarizer, a classifier): :func:`controlled_call` and
+  :func:`acontrolled_call` below; the hook is then abandoned (``InternalCallAbandoned``) and the run ends at its next
+  check.
 
 ``RunControlGuard`` is the innermost layer (listed last): the check right before the model or the tool is actually
 called, so work queued behind a sync-only wrapper or a retry backoff stops at its next call instead of running.
@@ -21,20 +24,25 @@ Both read the run's :class:`~middleware_kit.run_control.control.RunHandle` from 
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import functools
 import warnings
-from collections.abc import Awaitable, Sequence
-from typing import Annotated, Any, NotRequired, TypeVar
+from collections.abc import Awaitable, Callable, Sequence
+from concurrent.futures import TimeoutError as FutureTimeout
+from typing import Annotated, Any, NotRequired, TypeVar, cast
 
 from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.runnables.config import var_child_runnable_config
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
+from middleware_kit.bridge import ElasticPool
 from middleware_kit.decorators import hook_config
 from middleware_kit.events import run_lifecycle
 from middleware_kit.flow import ModelCallFlow, ModelCallFlowHooks, ToolCallFlow, ToolCallFlowHooks
 from middleware_kit.hooks import AsyncModelHandler, AsyncToolHandler, ModelHandler, ToolHandler, ToolResult
-from middleware_kit.middleware import AgentMiddleware
+from middleware_kit.internal_calls import InternalCallAbandoned
+from middleware_kit.middleware import AgentMiddleware, defined_hooks
 from middleware_kit.middlewares._frozen import FrozenConfig
 from middleware_kit.middlewares._stream import emit
 from middleware_kit.pairing import close_pending, closing_messages
@@ -48,9 +56,23 @@ from middleware_kit.types import (
     ToolCallRequest,
 )
 
-__all__ = ["RunControlGuard", "RunControlMiddleware", "RunControlState", "controlled_middleware", "controlled_stack"]
+__all__ = [
+    "RunControlGuard",
+    "RunControlMiddleware",
+    "RunControlState",
+    "acontrolled_call",
+    "controlled_call",
+    "controlled_middleware",
+    "controlled_stack",
+]
 
 T = TypeVar("T")
+
+_POOL = ElasticPool(name="middleware_kit-run-control")
+"""Worker threads for the calls hooks make for themselves under ``invoke`` (see :func:`controlled_call`)."""
+_WAIT_STEP = 0.05
+"""Seconds between two looks at the run's stop flag while :func:`controlled_call` waits (a stop from another thread
+is seen within this time; the deadline exactly)."""
 
 
 def _latest(current: float | None, new: float) -> float:
@@ -101,9 +123,31 @@ def _stopped_tool(handle: RunHandle, request: ToolCallRequest) -> ToolMessage:
     return message
 
 
+def _abandoned_tool(handle: RunHandle, request: ToolCallRequest) -> ToolMessage:
+    """The answer to a tool call abandoned while it ran: it may have had its effect, so the model is not told that
+    it did not run (it could call it again: a second payment)."""
+    call = request.tool_call
+    return ToolMessage(
+        content=f"Tool call '{call['name']}' was stopped while it ran, because {_why(handle)} "
+                f"({handle.stop_reason}); it may or may not have completed its effect. Check before calling it again.",
+        name=call["name"], tool_call_id=call["id"] or "", status="error",
+    )
+
+
 def _discard(task: asyncio.Future[Any]) -> None:
     if not task.cancelled():
         task.exception()  # retrieved: the result of abandoned work is dropped
+
+
+def _result_of(handle: RunHandle, result: Callable[[], T]) -> tuple[bool, T | None]:
+    """(True, ``result()``); (False, None) when it raises ``InternalCallAbandoned`` for this run's stop (a layer's
+    own model call was cut: the call is answered as stopped)."""
+    try:
+        return True, result()
+    except InternalCallAbandoned:
+        if handle.check() is None:
+            raise
+        return False, None
 
 
 async def _race(handle: RunHandle, work: Awaitable[T]) -> tuple[bool, T | None]:
@@ -119,19 +163,63 @@ async def _race(handle: RunHandle, work: Awaitable[T]) -> tuple[bool, T | None]:
         raise
     stopped.cancel()
     if task in done:
-        return True, task.result()
+        return _result_of(handle, task.result)
     task.cancel()
     task.add_done_callback(_discard)
     handle.check()
     return False, None
 
 
+def _abandon_if_stopped(handle: RunHandle) -> None:
+    if handle.check() is not None:
+        raise InternalCallAbandoned(f"{_why(handle)} ({handle.stop_reason})")
+
+
+def controlled_call(call: Callable[[], T]) -> T:
+    """``call()``, a call a hook makes for itself under ``invoke``: in a controlled run it does not start once the run
+    is stopped, and the hook stops waiting for it the moment the run is stopped (``InternalCallAbandoned``). Python
+    cannot interrupt the call itself: it runs on in a worker thread (with the run's context) and its answer is
+    dropped, as ``awrap_model_call`` drops a model call it abandons."""
+    handle = current_handle()
+    if handle is None:
+        return call()
+    _abandon_if_stopped(handle)
+    work = _POOL.submit(functools.partial(contextvars.copy_context().run, call))
+    while True:
+        remaining = handle.remaining()
+        try:
+            result = work.result(timeout=_WAIT_STEP if remaining is None else max(0.0, min(_WAIT_STEP, remaining)))
+        except FutureTimeout:
+            _abandon_if_stopped(handle)
+            continue
+        _abandon_if_stopped(handle)
+        return result
+
+
+async def acontrolled_call(work: Callable[[], Awaitable[T]]) -> T:
+    """``await work()`` under ``ainvoke``: in a controlled run it does not start once the run is stopped, and it is
+    abandoned (its task cancelled) the moment the run is stopped (``InternalCallAbandoned``)."""
+    handle = current_handle()
+    if handle is None:
+        return await work()
+    _abandon_if_stopped(handle)
+    finished, result = await _race(handle, work())
+    if not finished:
+        raise InternalCallAbandoned(f"{_why(handle)} ({handle.stop_reason})")
+    _abandon_if_stopped(handle)
+    return cast(T, result)
+
+
+
+
 class RunControlMiddleware(FrozenConfig, AgentMiddleware[RunControlState, Any]):
     """The checks of a controlled run: deadline and cancellation at the top of the loop, before each tool call and
-    around calls in flight. List it first (``controlled_middleware([...])`` does); it only acts in agents wrapped by
-    ``with_run_control``. Stateless: everything per run is in the run's handle and state."""
+    around calls in flight. ``create_agent`` lists it first in a controlled agent (one with a checkpointer, or
+    ``run_control=RunControl(...)``); it acts only in a controlled run. Stateless: everything per run is in the run's
+    handle and state."""
 
     state_schema = RunControlState
+    _engine_layer = True
 
     def __init__(self) -> None:
         super().__init__()
@@ -168,8 +256,8 @@ class RunControlMiddleware(FrozenConfig, AgentMiddleware[RunControlState, Any]):
         handle.adopt(request.state)
         if handle.check() is not None:
             return _stopped_model(handle)
-        response = handler(request)
-        if handle.check() is not None:  # stopped while the call ran: its answer is discarded
+        finished, response = _result_of(handle, lambda: handler(request))
+        if not finished or response is None or handle.check() is not None:  # stopped meanwhile: answer discarded
             return _stopped_model(handle)
         return self._answered(handle, response)
 
@@ -192,10 +280,10 @@ class RunControlMiddleware(FrozenConfig, AgentMiddleware[RunControlState, Any]):
         handle.adopt(request.state)
         if handle.check() is not None:
             return _stopped_tool(handle, request)
-        result = handler(request)
-        if handle.check() is not None:
+        finished, result = _result_of(handle, lambda: handler(request))
+        if not finished or result is None:
             return _stopped_tool(handle, request)
-        return result
+        return result  # it ran: its real answer stands, and the run stops at its next check
 
     async def awrap_tool_call(self, request: ToolCallRequest, handler: AsyncToolHandler) -> ToolResult:
         handle = current_handle()
@@ -205,14 +293,16 @@ class RunControlMiddleware(FrozenConfig, AgentMiddleware[RunControlState, Any]):
         if handle.check() is not None:
             return _stopped_tool(handle, request)
         finished, result = await _race(handle, handler(request))
-        if not finished or result is None or handle.check() is not None:
-            return _stopped_tool(handle, request)
-        return result
+        if not finished or result is None:
+            return _abandoned_tool(handle, request)
+        return result  # it ran: its real answer stands, and the run stops at its next check
 
 
 class RunControlGuard(ModelCallFlowHooks, ToolCallFlowHooks, FrozenConfig, AgentMiddleware[AgentState[Any], Any]):
-    """The last check before a model or tool call is made. List it last (``controlled_middleware([...])`` does):
+    """The last check before a model or tool call is made. ``create_agent`` lists it last in a controlled agent:
     work queued behind a sync-only wrapper or a retry backoff then stops at its next call instead of running."""
+
+    _engine_layer = True
 
     def __init__(self) -> None:
         super().__init__()
@@ -231,13 +321,33 @@ class RunControlGuard(ModelCallFlowHooks, ToolCallFlowHooks, FrozenConfig, Agent
         return (yield request)
 
 
+class _FinishingGuard(RunControlGuard):
+    """``RunControlGuard`` in an agent with ``after_agent`` hooks. Listed last, its ``after_agent`` runs first: the run
+    reached its end on its own, so its result stands; a cancel or a deadline arriving during the other
+    ``after_agent`` hooks is a no-op (``agent.cancel`` returns False) and their own model calls are not cut. An agent
+    without ``after_agent`` hooks has no such window, and no extra graph node for it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.name = "RunControlGuard"
+
+    def after_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> None:
+        handle = current_handle()
+        if handle is not None:
+            handle.finish()
+
+    async def aafter_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> None:
+        self.after_agent(state, runtime)
+
+
 def controlled_stack(middleware: Sequence[AgentMiddleware[Any, Any]] = ()) -> list[AgentMiddleware[Any, Any]]:
     """``middleware`` between ``RunControlMiddleware()`` (outermost) and ``RunControlGuard()`` (innermost); a list
     that already has them (built with the deprecated :func:`controlled_middleware`) is kept as it is."""
     listed = list(middleware)
     if listed and isinstance(listed[0], RunControlMiddleware) and isinstance(listed[-1], RunControlGuard):
         return listed
-    return [RunControlMiddleware(), *listed, RunControlGuard()]
+    ends = any("after_agent" in defined_hooks(m) for m in listed)
+    return [RunControlMiddleware(), *listed, _FinishingGuard() if ends else RunControlGuard()]
 
 
 def controlled_middleware(middleware: Sequence[AgentMiddleware[Any, Any]] = ()) -> list[AgentMiddleware[Any, Any]]:
