@@ -6,9 +6,10 @@ middlewares may import from here too (``mark_invalid_resume``, ``CONFIG_KEY_CHEC
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextvars import ContextVar
 from typing import Any
 
@@ -23,7 +24,7 @@ from langgraph.channels.last_value import LastValue, LastValueAfterFinish
 from langgraph.constants import CONFIG_KEY_CHECKPOINTER, START
 from langgraph.prebuilt.tool_node import ToolNode, ToolRuntime
 from langgraph.runtime import Runtime
-from langgraph.types import Command, StateUpdate
+from langgraph.types import Command
 
 __all__ = [
     "CONFIG_KEY_CHECKPOINTER",
@@ -34,8 +35,11 @@ __all__ = [
     "is_last_value_channel",
     "mark_invalid_resume",
     "node_runnable",
+    "snapshot_channels",
+    "snapshot_scope",
     "tool_node_one_call",
     "transform_input",
+    "transform_of",
     "update_pairs",
     "with_private",
 ]
@@ -134,48 +138,13 @@ def transform_input(compiled: Any, transform: Callable[[Any], Any]) -> None:
     channel.key = current.key
     channel.transform = transform
     compiled.channels[START] = channel
-    compiled.__class__ = _guarded_class(type(compiled))
 
 
-def _transform_of(graph: Any) -> Callable[[Any], Any]:
+def transform_of(graph: Any) -> Callable[[Any], Any]:
+    """The transform :func:`transform_input` put on ``graph``'s input (the identity when none): the agent's entry
+    points (:class:`middleware_kit.compiled.CompiledAgent`) apply it to an input ``Command`` and to state updates."""
     channel = graph.channels.get(START)
     return channel.transform if isinstance(channel, _TransformedInput) else _identity
-
-
-def _updates(graph: Any, supersteps: Sequence[Sequence[StateUpdate]]) -> list[list[StateUpdate]]:
-    transform = _transform_of(graph)
-    return [[update._replace(values=transform(update.values)) for update in step] for step in supersteps]
-
-
-_GUARDED: dict[type, type] = {}
-
-
-def _guarded_class(base: type) -> type:
-    """``base`` (a compiled graph class) whose entry points apply the input channel's transform to Commands and
-    state updates. One class per base class, made once (module state, immutable after creation)."""
-    if base in _GUARDED or base in _GUARDED.values():
-        return _GUARDED.get(base, base)
-
-    class Guarded(base):  # type: ignore[misc]
-        def stream(self, input: Any, *args: Any, **kwargs: Any) -> Any:
-            if isinstance(input, Command):
-                input = _transform_of(self)(input)
-            return super().stream(input, *args, **kwargs)
-
-        def astream(self, input: Any, *args: Any, **kwargs: Any) -> Any:
-            if isinstance(input, Command):
-                input = _transform_of(self)(input)
-            return super().astream(input, *args, **kwargs)
-
-        def bulk_update_state(self, config: Any, supersteps: Sequence[Sequence[StateUpdate]]) -> Any:
-            return super().bulk_update_state(config, _updates(self, supersteps))
-
-        async def abulk_update_state(self, config: Any, supersteps: Sequence[Sequence[StateUpdate]]) -> Any:
-            return await super().abulk_update_state(config, _updates(self, supersteps))
-
-    Guarded.__name__ = Guarded.__qualname__ = base.__name__
-    Guarded.__module__ = base.__module__
-    return _GUARDED.setdefault(base, Guarded)
 
 
 # --- private state never in a stream (issue 18 item 4) -----------------------------------------------------------
@@ -214,7 +183,6 @@ def hide_from_streams(compiled: Any, public: str | Sequence[str]) -> None:
     channels = _StreamChannels(key for key in compiled.stream_channels_list if key in shown)
     channels.every = list(compiled.stream_channels_list)
     compiled.stream_channels = channels
-    compiled.__class__ = _hiding_class(type(compiled))
     private = frozenset(channels.every) - shown
     if private:
         _split_nodes(compiled, private)
@@ -339,37 +307,19 @@ def _without(value: Any, private: frozenset[str], writes: list[tuple[str, Any]])
     return value
 
 
-_HIDING: dict[type, type] = {}
+def snapshot_channels(channels: Any) -> Any:
+    """What a graph's ``stream_channels_asis`` is: every state key while a state snapshot is assembled (inspection
+    shows private keys), else the streamed (public) ones :func:`hide_from_streams` set."""
+    if _SNAPSHOT.get() and isinstance(channels, _StreamChannels):
+        return channels.every
+    return channels
 
 
-def _hiding_class(base: type) -> type:
-    """``base`` (a compiled graph class) whose state snapshots read every state key, not only the streamed ones. One
-    class per base class, made once (module state, immutable after creation)."""
-    if base in _HIDING or base in _HIDING.values():
-        return _HIDING.get(base, base)
-
-    class Hiding(base):  # type: ignore[misc]
-        @property
-        def stream_channels_asis(self) -> Any:
-            channels = super().stream_channels_asis
-            if _SNAPSHOT.get() and isinstance(channels, _StreamChannels):
-                return channels.every
-            return channels
-
-        def _prepare_state_snapshot(self, *args: Any, **kwargs: Any) -> Any:
-            token = _SNAPSHOT.set(True)
-            try:
-                return super()._prepare_state_snapshot(*args, **kwargs)
-            finally:
-                _SNAPSHOT.reset(token)
-
-        async def _aprepare_state_snapshot(self, *args: Any, **kwargs: Any) -> Any:
-            token = _SNAPSHOT.set(True)
-            try:
-                return await super()._aprepare_state_snapshot(*args, **kwargs)
-            finally:
-                _SNAPSHOT.reset(token)
-
-    Hiding.__name__ = Hiding.__qualname__ = base.__name__
-    Hiding.__module__ = base.__module__
-    return _HIDING.setdefault(base, Hiding)
+@contextlib.contextmanager
+def snapshot_scope() -> Iterator[None]:
+    """While LangGraph assembles a ``StateSnapshot`` (``get_state``/``get_state_history``): every key is read."""
+    token = _SNAPSHOT.set(True)
+    try:
+        yield
+    finally:
+        _SNAPSHOT.reset(token)

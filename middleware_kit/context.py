@@ -33,7 +33,7 @@ from typing_extensions import is_typeddict  # also knows typing_extensions.Typed
 
 from middleware_kit.errors import ContextError
 
-__all__ = ["check_context", "context_from_parent", "install_context_check"]
+__all__ = ["check_context", "checked_context", "context_from_parent"]
 
 
 def check_context(schema: type[Any] | None, context: Any) -> Any:
@@ -180,7 +180,7 @@ def _parent_context(config: Any) -> Any:
     return None
 
 
-def _checked(schema: type[Any] | None, input: Any, context: Any, config: Any) -> Any:
+def checked_context(schema: type[Any] | None, input: Any, context: Any, config: Any) -> Any:
     """``context=`` of a run, checked: without it, a subgraph run takes its parent's (:func:`context_from_parent`)
     and a resume must still fit the schema (LangGraph does not keep the context in the checkpoint)."""
     if context is not None or schema is None:
@@ -195,36 +195,3 @@ def _checked(schema: type[Any] | None, input: Any, context: Any, config: Any) ->
             raise ContextError.missing_on_resume(schema.__qualname__, required)
     return check_context(schema, None)
 
-
-_CHECKED: dict[type, type] = {}
-
-
-def install_context_check(compiled: Any) -> None:
-    """Check ``context=`` on every entry point of ``compiled`` (``invoke``/``ainvoke`` go through ``stream``/
-    ``astream``) against its ``context_schema``. Swaps the class (once per base class, as the message guards do), so
-    ``copy()``/``with_config()`` keep the check; a graph without a context schema is left alone."""
-    if getattr(compiled, "context_schema", None) is None:
-        return
-    compiled.__class__ = _checked_class(type(compiled))
-
-
-def _checked_class(base: type) -> type:
-    if base in _CHECKED.values():
-        return base
-    if base in _CHECKED:
-        return _CHECKED[base]
-
-    class ContextChecked(base):  # type: ignore[misc]
-        def stream(self, input: Any, config: Any = None, *, context: Any = None, **kwargs: Any) -> Any:
-            __tracebackhide__ = True
-            context = _checked(self.context_schema, input, context, config)
-            return super().stream(input, config, context=context, **kwargs)
-
-        def astream(self, input: Any, config: Any = None, *, context: Any = None, **kwargs: Any) -> Any:
-            __tracebackhide__ = True
-            context = _checked(self.context_schema, input, context, config)
-            return super().astream(input, config, context=context, **kwargs)
-
-    ContextChecked.__name__ = ContextChecked.__qualname__ = base.__name__
-    _CHECKED[base] = ContextChecked
-    return ContextChecked

@@ -228,4 +228,4 @@ def test_create_agent_keeps_the_context_type_for_type_checkers(tmp_path: Path) -
     )
     errors = [line for line in out.stdout.splitlines() if ": error:" in line]
     assert len(errors) == 1 and "typed_context.py:17:" in errors[0], out.stdout
-    assert 'Revealed type is "langgraph.graph.state.CompiledStateGraph[Any, typed_context.Ctx, Any, Any]"' in out.stdout
+    assert 'Revealed type is "middleware_kit.compiled.CompiledAgent[typed_context.Ctx]"' in out.stdout
