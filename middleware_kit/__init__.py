@@ -7,6 +7,7 @@ from langgraph.runtime import Runtime
 
 from middleware_kit.agent import create_agent
 from middleware_kit.agent_defaults import AgentDefaults, agent_scope, current_agent
+from middleware_kit.compiled import CompiledAgent
 from middleware_kit.decorators import (
     after_agent,
     after_model,
@@ -155,6 +156,7 @@ __all__ = [
     "BudgetMiddleware",
     "ClearToolUsesEdit",
     "CodexSandboxExecutionPolicy",
+    "CompiledAgent",
     "ConflictingUpdateError",
     "ContextEditingMiddleware",
     "ContextError",

@@ -21,6 +21,7 @@ PUBLIC = [
     "BudgetMiddleware",
     "ClearToolUsesEdit",
     "CodexSandboxExecutionPolicy",
+    "CompiledAgent",
     "ConflictingUpdateError",
     "ContextEditingMiddleware",
     "ContextError",
