@@ -39,7 +39,8 @@ would have written is dropped, as if it returned nothing) and the run ends at it
 from __future__ import annotations
 
 import secrets
-from typing import Any, ClassVar, TypeVar
+from collections.abc import Awaitable, Callable
+from typing import Any, ClassVar, TypeVar, cast
 
 from langchain_core.messages import BaseMessage
 from langchain_core.runnables import Runnable, RunnableConfig
@@ -91,15 +92,27 @@ def _tagged(config: RunnableConfig | None) -> RunnableConfig:
     return out  # type: ignore[return-value]
 
 
+_Guards = tuple[Callable[[Callable[[], Any]], Any], Callable[[Callable[[], Awaitable[Any]]], Awaitable[Any]]]
+_guards: list[_Guards] = []
+"""The guard every internal call runs through, installed once by run control when it is imported (it builds on this
+module, never the other way round): in a controlled run a call is not started once the run is stopped and is
+abandoned the moment it is (:class:`InternalCallAbandoned`)."""
+
+
+def guard_internal_calls(sync: Callable[[Callable[[], Any]], Any],
+                         async_: Callable[[Callable[[], Awaitable[Any]]], Awaitable[Any]]) -> None:
+    """Install the guard of :func:`invoke_internal`/:func:`ainvoke_internal` (run control's, at its import)."""
+    _guards[:] = [(sync, async_)]
+
+
 def invoke_internal(
     runnable: Runnable[Input, Output], input: Input, config: RunnableConfig | None = None, **kwargs: Any
 ) -> Output:
     """``runnable.invoke(input, config)`` as a middleware's own call: tagged internal (see the module doc) and, in a
     controlled run, not started once the run is stopped and its answer discarded if the run was stopped meanwhile
     (:class:`InternalCallAbandoned`)."""
-    from middleware_kit.run_control.middleware import controlled_call  # run control builds on this module
-
-    return controlled_call(lambda: runnable.invoke(input, _tagged(config), **kwargs))
+    call: Callable[[], Output] = lambda: runnable.invoke(input, _tagged(config), **kwargs)  # noqa: E731
+    return cast(Output, _guards[0][0](call)) if _guards else call()
 
 
 async def ainvoke_internal(
@@ -107,9 +120,8 @@ async def ainvoke_internal(
 ) -> Output:
     """Async twin of :func:`invoke_internal`: in a controlled run the call is abandoned the moment the run is
     stopped (:class:`InternalCallAbandoned`)."""
-    from middleware_kit.run_control.middleware import acontrolled_call
-
-    return await acontrolled_call(lambda: runnable.ainvoke(input, _tagged(config), **kwargs))
+    call: Callable[[], Awaitable[Output]] = lambda: runnable.ainvoke(input, _tagged(config), **kwargs)  # noqa: E731
+    return cast(Output, await _guards[0][1](call)) if _guards else await call()
 
 
 def is_internal_call(metadata: object) -> bool:

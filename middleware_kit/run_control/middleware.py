@@ -41,7 +41,7 @@ from middleware_kit.decorators import hook_config
 from middleware_kit.events import run_lifecycle
 from middleware_kit.flow import ModelCallFlow, ModelCallFlowHooks, ToolCallFlow, ToolCallFlowHooks
 from middleware_kit.hooks import AsyncModelHandler, AsyncToolHandler, ModelHandler, ToolHandler, ToolResult
-from middleware_kit.internal_calls import InternalCallAbandoned
+from middleware_kit.internal_calls import InternalCallAbandoned, guard_internal_calls
 from middleware_kit.middleware import AgentMiddleware, defined_hooks
 from middleware_kit.middlewares._frozen import FrozenConfig
 from middleware_kit.middlewares._stream import emit
@@ -362,3 +362,6 @@ def controlled_middleware(middleware: Sequence[AgentMiddleware[Any, Any]] = ()) 
         stacklevel=2,
     )
     return controlled_stack(middleware)
+
+
+guard_internal_calls(controlled_call, acontrolled_call)

@@ -331,7 +331,9 @@ async def test_cancel_stops_the_tool_behind_a_sync_only_wrap_tool_call(mode: str
     assert messages == returned
     assert_paired(messages)
     [answer] = [m for m in messages if isinstance(m, ToolMessage)]
-    assert "was not executed" in str(answer.content)  # not what the thread made after the cancel
+    # Not what the thread made after the cancel: the call is answered as stopped (the outer layer cannot know how
+    # far the work behind the wrapper got, so it does not claim that nothing ran; the ledger above proves it here).
+    assert answer.status == "error" and "was stopped while it ran" in str(answer.content)
     assert messages[-1].response_metadata["run_control"] == "cancelled"
 
 
