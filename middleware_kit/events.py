@@ -36,6 +36,7 @@ from types import MappingProxyType
 from typing import Any, Final, NoReturn
 
 from middleware_kit.errors import MiddlewareError
+from middleware_kit.hooks import GUARDS, HOOKS
 
 __all__ = [
     "DISCARDED",
@@ -74,13 +75,9 @@ LIFECYCLE_CONFIG_KEY: Final = "lifecycle_events"
 
 _RESERVED: Final = frozenset({"event", "middleware"})
 _HOOK_METHODS: Final = frozenset(
-    {
-        *(name for hook in (
-            "before_agent", "before_model", "modify_model_request", "wrap_model_call", "after_model",
-            "before_tool", "wrap_tool_call", "after_tool", "after_agent", "guard_messages",
-        ) for name in (hook, "a" + hook)),
-    }
+    name for hook in (*HOOKS, *GUARDS) for name in (hook, "a" + hook)
 )
+"""The methods whose frames name the hook an event was sent from: every hook of ``HOOKS`` and the guards."""
 _STACK_DEPTH: Final = 40
 
 
