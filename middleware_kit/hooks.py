@@ -14,13 +14,13 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from types import MappingProxyType
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, get_args
 
 from langchain_core.messages import AIMessage, AnyMessage, ToolMessage
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
-from middleware_kit.types import ExtendedModelResponse, ModelRequest, ModelResponse, ToolCallRequest
+from middleware_kit.types import ExtendedModelResponse, JumpTo, ModelRequest, ModelResponse, ToolCallRequest
 
 __all__ = [
     "GUARDS",
@@ -53,8 +53,9 @@ HookKind = Literal[
     "node", "model_request", "wrap_model", "wrap_tool", "before_tool", "after_tool", "guard", "resume_guard"
 ]
 
-JUMP_TARGETS: tuple[str, ...] = ("model", "tools", "end")
-"""Every place a node hook may jump to (each :class:`HookSpec` says which of them it may use)."""
+JUMP_TARGETS: tuple[str, ...] = get_args(JumpTo)
+"""Every place a node hook may jump to (:data:`~middleware_kit.types.JumpTo`; each :class:`HookSpec` says which of
+them it may use)."""
 
 
 def jump_target(name: Any) -> Any:
@@ -131,7 +132,7 @@ HOOKS: Mapping[str, HookSpec] = MappingProxyType(
                 "before_agent",
                 "node",
                 "forward",
-                frozenset({"model", "tools", "end"}),
+                frozenset(JUMP_TARGETS),
                 _NODE_RETURNS,
                 "Once per invocation, before anything else (not again when an interrupted run resumes).",
             ),
@@ -165,7 +166,7 @@ HOOKS: Mapping[str, HookSpec] = MappingProxyType(
                 "after_model",
                 "node",
                 "reverse",
-                frozenset({"model", "tools", "end"}),
+                frozenset(JUMP_TARGETS),
                 _NODE_RETURNS,
                 "After every model call, before tools, in reverse order (C, B, A).",
             ),
