@@ -19,7 +19,7 @@ from langgraph.types import Checkpointer
 from typing_extensions import TypeVar
 
 from middleware_kit._compat import StateLike, hide_from_streams
-from middleware_kit.context import install_context_check
+from middleware_kit.compiled import CompiledAgent
 from middleware_kit.errors import AgentArgumentError, MiddlewareConfigError
 from middleware_kit.graph import build_graph
 from middleware_kit.middleware import AgentMiddleware
@@ -27,11 +27,13 @@ from middleware_kit.models import resolve_model
 from middleware_kit.pipeline import Pipeline, build_pipeline
 from middleware_kit.plan import MiddlewarePlan, build_plan
 from middleware_kit.schema import MergedSchema, merge_state_schemas
-from middleware_kit.structured_output import declared_format, supports_provider_strategy
+from middleware_kit.structured_output import declared_format, setup_strategy, supports_provider_strategy
+from middleware_kit.tool_node import install_ledger
 
 if TYPE_CHECKING:
     from langgraph.cache.base import BaseCache
 
+    from middleware_kit.ledger import Ledger
     from middleware_kit.run_control import RunControl
 
 __all__ = ["create_agent"]
@@ -132,13 +134,14 @@ def _chat_model(model: str | BaseChatModel) -> BaseChatModel:
     return model
 
 
-def _equip(compiled: CompiledStateGraph[Any, Any, Any, Any], pipeline: Pipeline, graph: Any, name: str | None) -> None:
-    """What the compiled graph gets beyond LangGraph's: hidden private state, message guards, the context check,
-    and ``middleware_plan``."""
+def _equip(
+    compiled: CompiledStateGraph[Any, Any, Any, Any], pipeline: Pipeline, graph: Any, name: str | None
+) -> CompiledAgent[Any]:
+    """The agent: ``compiled`` as a :class:`~middleware_kit.compiled.CompiledAgent`, with its private state hidden
+    from streams, its message guards on the input, and its ``middleware_plan``."""
     # private state (PrivateStateAttr/OmitFromOutput, jump_to) never reaches a stream; decided once, free per call
     hide_from_streams(compiled, compiled.output_channels)
     pipeline.guards.install(compiled)
-    install_context_check(compiled)
     plan: MiddlewarePlan = build_plan(
         name or "LangGraph",
         pipeline,
@@ -147,7 +150,7 @@ def _equip(compiled: CompiledStateGraph[Any, Any, Any, Any], pipeline: Pipeline,
         lambda: compiled.get_graph().draw_mermaid(),
         has_tool_node="tools" in graph.nodes,
     )
-    compiled.middleware_plan = plan  # type: ignore[attr-defined]
+    return CompiledAgent.of(compiled, plan)
 
 
 def _run_config(name: str | None) -> RunnableConfig:
@@ -178,6 +181,20 @@ def _run_control(given: object, checkpointer: Checkpointer) -> RunControl | None
     )
 
 
+def _ledger(given: object) -> Ledger | None:
+    """The agent's call ledger: ``Ledger()`` by default (active in runs with a checkpointer, its own or a parent's);
+    None when off."""
+    from middleware_kit.ledger import Ledger, LedgerConfigError
+
+    if given is False:
+        return None
+    if given is None or given is True:
+        return Ledger()
+    if isinstance(given, Ledger):
+        return given
+    raise LedgerConfigError.bad_option(given)
+
+
 def create_agent(
     model: str | BaseChatModel,
     tools: Sequence[BaseTool | Callable[..., Any] | dict[str, Any]] | None = None,
@@ -196,7 +213,8 @@ def create_agent(
     cache: BaseCache[Any] | None = None,
     transformers: Sequence[Callable[[tuple[str, ...]], Any]] | None = None,
     run_control: RunControl | bool | None = None,
-) -> CompiledStateGraph[Any, ContextT, Any, Any]:
+    ledger: Ledger | bool | None = None,
+) -> CompiledAgent[ContextT]:
     """Build an agent: a compiled LangGraph graph running ``model`` and ``tools`` through ``middleware``.
 
     The first middleware in the list is the outermost layer of the onion. Everything is validated and composed
@@ -226,6 +244,10 @@ def create_agent(
             tunes it (and adds deadlines and cancellation to an agent without a checkpointer); ``False`` turns it
             off. A controlled agent is a ``ControlledAgent`` whose middleware gets ``RunControlMiddleware`` first
             and ``RunControlGuard`` last.
+        ledger: The call ledger, on by default in runs with a checkpointer: each tool call is recorded in the
+            checkpointer's database before the tool runs and with its result right after, so a run continued after
+            a crash never runs a finished call again, and a call that was in flight pauses the run for a decision
+            (see docs/exactly_once.md). A :class:`middleware_kit.ledger.Ledger` tunes it; ``False`` turns it off.
         transformers: Stream transformer factories (LangGraph's ``StreamTransformer`` classes) for
             ``stream_events(version="v3")``, registered after ``ToolCallTransformer`` and every middleware's
             ``transformers``, as in LangChain 1.5.
@@ -239,7 +261,9 @@ def create_agent(
     client_tools, provider_tools = _split_tools(tools)
     system_message = _system_message(system_prompt)
     strategy = declared_format(response_format)
-    pipeline = build_pipeline(middleware, client_tools=client_tools)
+    setup = setup_strategy(strategy)
+    pipeline = build_pipeline(middleware, client_tools=client_tools,
+                              structured_tools=sorted(setup.tool_names) if setup is not None else ())
 
     merged = _merged_schema(state_schema, pipeline, name)
 
@@ -258,6 +282,7 @@ def create_agent(
         agent_name=name,
     )
     _check_interrupt_nodes(graph.nodes, interrupt_before, interrupt_after)
+    install_ledger(graph.builder, _ledger(ledger))
     compiled = graph.builder.compile(
         checkpointer=checkpointer,
         store=store,
@@ -268,10 +293,10 @@ def create_agent(
         cache=cache,
         transformers=_stream_transformers(pipeline, transformers or ()),
     ).with_config(_run_config(name))
-    _equip(compiled, pipeline, graph, name)
+    agent = _equip(compiled, pipeline, graph, name)
     if control is not None:
         from middleware_kit.run_control.agent import attach_run_control
 
-        return attach_run_control(compiled, control)
-    return compiled
+        return attach_run_control(agent, control)
+    return agent
 

@@ -22,6 +22,7 @@ Where the metadata comes from
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import sys
 import threading
@@ -309,7 +310,23 @@ def _ids(runtime: Any) -> tuple[str | None, str | None]:
     return run_id, None if thread_id is None else str(thread_id)
 
 
+_SILENT: ContextVar[bool] = ContextVar("middleware_kit_events_silent", default=False)
+
+
+@contextlib.contextmanager
+def silenced() -> Iterator[None]:
+    """No event is sent while this is open: for the engine's own second pass over a value (the call ledger guarding
+    a tool's result before it records it), which must not report again what the run already reported."""
+    token = _SILENT.set(True)
+    try:
+        yield
+    finally:
+        _SILENT.reset(token)
+
+
 def _send(runtime: Any, content: Mapping[str, Any], hook: str | None) -> Event | None:
+    if _SILENT.get():
+        return None
     writer = _writer_of(runtime)
     if writer is None:
         return None

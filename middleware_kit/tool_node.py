@@ -8,12 +8,14 @@ is exactly one call, and running it inline saves ``ToolNode``'s thread pool (abo
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import Callable, Sequence
 from contextvars import ContextVar
 from dataclasses import replace
 from typing import Any
 
+from langchain_core.messages import BaseMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.runnables.config import var_child_runnable_config
 from langchain_core.tools import BaseTool
@@ -26,13 +28,15 @@ from langgraph.runtime import Runtime
 from middleware_kit._compat import tool_node_one_call, with_private
 from middleware_kit.chain import Layer, _note_bubble, call_flow, compose
 from middleware_kit.drive import Step, Steps, run_async, run_sync
-from middleware_kit.events import RunLifecycle, run_lifecycle
+from middleware_kit.events import RunLifecycle, run_lifecycle, silenced
 from middleware_kit.guards import Guards
+from middleware_kit.ledger.call import ledgered, task_run
+from middleware_kit.ledger.policy import Ledger
 from middleware_kit.trace_policy import config_callbacks_active
 from middleware_kit.types import ToolCallRequest
 from middleware_kit.validation import note_tool_failure
 
-__all__ = ["AgentToolNode", "tool_node"]
+__all__ = ["AgentToolNode", "install_ledger", "tool_node"]
 
 _EXECUTE: ContextVar[Callable[[LangGraphToolCallRequest], Any] | None] = ContextVar(
     "middleware_kit_tool_execute", default=None
@@ -206,8 +210,22 @@ def _to_langgraph(request: ToolCallRequest) -> LangGraphToolCallRequest:
     )
 
 
+def install_ledger(builder: Any, ledger: Ledger | None) -> None:
+    """Put the call ledger (:mod:`middleware_kit.ledger`) around each tool execution of the agent graph ``builder``
+    (before it is compiled); None: no ledger. Names in ``ledger`` that are no tool of the agent are an error."""
+    spec = builder.nodes.get("tools")
+    node = getattr(spec, "runnable", None)
+    if isinstance(node, AgentToolNode):
+        if ledger is not None:
+            ledger.check_tools(node.tools_by_name)
+        node._ledger = ledger
+
+
 class AgentToolNode(ToolNode):
-    """``ToolNode`` that runs a single call inline and guards its ``messages`` output."""
+    """``ToolNode`` that runs a single call inline and guards its ``messages`` output; with a ledger, each tool
+    execution (the innermost point, inside every ``wrap_tool_call``) is recorded (:mod:`middleware_kit.ledger`)."""
+
+    _ledger: Ledger | None = None
 
     def __init__(
         self,
@@ -223,7 +241,8 @@ class AgentToolNode(ToolNode):
     def _run_one(self, call: Any, input_type: Any, tool_runtime: Any) -> Any:
         __tracebackhide__ = True
         try:
-            return super()._run_one(call, input_type, tool_runtime)
+            with task_run():
+                return super()._run_one(call, input_type, tool_runtime)
         except Exception as exc:  # the caller learns the tool, the call id and the middleware that handles it
             note_tool_failure(exc, call)
             raise
@@ -231,10 +250,40 @@ class AgentToolNode(ToolNode):
     async def _arun_one(self, call: Any, input_type: Any, tool_runtime: Any) -> Any:
         __tracebackhide__ = True
         try:
-            return await super()._arun_one(call, input_type, tool_runtime)
+            with task_run():
+                return await super()._arun_one(call, input_type, tool_runtime)
         except Exception as exc:
             note_tool_failure(exc, call)
             raise
+
+    def _execute_tool_sync(self, request: Any, input_type: Any, config: RunnableConfig) -> Any:
+        __tracebackhide__ = True
+        if self._ledger is None:
+            return super()._execute_tool_sync(request, input_type, config)
+        return run_sync(ledgered(self._ledger, request, config, functools.partial(self._execution, input_type),
+                                 self._storable))
+
+    async def _execute_tool_async(self, request: Any, input_type: Any, config: RunnableConfig) -> Any:
+        __tracebackhide__ = True
+        if self._ledger is None:
+            return await super()._execute_tool_async(request, input_type, config)
+        return await run_async(ledgered(self._ledger, request, config, functools.partial(self._execution, input_type),
+                                        self._storable))
+
+    def _execution(self, input_type: Any, request: Any, config: RunnableConfig) -> Step:
+        """ToolNode's execution of ``request`` (injection, the tool, its error handling), as a step of either mode."""
+        return Step(super()._execute_tool_sync, super()._execute_tool_async, request, input_type, config)
+
+    def _storable(self, result: Any) -> Any:
+        """A tool's result as the ledger may keep it: through the agent's message guards, as the checkpoint keeps
+        it (a PII middleware's placeholders, never the raw values the tool saw and returned)."""
+        if not self._guards:
+            return result
+        with silenced():  # the run reports its own pass of the guards; this one is the ledger's
+            if isinstance(result, BaseMessage):
+                [guarded] = self._guards.messages([result], None)
+                return guarded
+            return self._guards.update(result, None)
 
     def _extract_state(self, input: Any, config: RunnableConfig) -> Any:
         # the state tools read (``ToolRuntime.state``, ``InjectedState``) includes the private keys streams hide

@@ -73,6 +73,8 @@ def main(dsn: str, name: str) -> None:
             checkpointer=saver,
             # A killed worker's lease on its thread expires after ttl; the next worker waits for it, then runs on.
             run_control=RunControl(ttl=3.0, poll_interval=0.5, on_conflict="wait", wait_timeout=30.0),
+            # This file checks the lease and LangGraph's replay; the call ledger's own crash tests are tests/ledger/.
+            ledger=False,
         )
         print(json.dumps({"ready": name}), flush=True)
         for line in sys.stdin:

@@ -1,0 +1,425 @@
+"""Where the ledger keeps its records: beside the checkpoints, in the checkpointer's own database.
+
+- ``InMemorySaver`` (and any checkpointer that is not SQLite or PostgreSQL): a dict of this process, under a lock.
+- ``SqliteSaver`` / ``AsyncSqliteSaver``: a table in the same file, on the saver's connection, under its lock;
+  each change is its own ``BEGIN IMMEDIATE`` transaction, committed before the tool runs (started) and right after
+  it returns (finished).
+- ``PostgresSaver`` / ``AsyncPostgresSaver``: a table in the same database, on the saver's connection or pool; each
+  change is one autocommitted statement (one round trip).
+
+A first run of a call costs two writes: ``claim`` (an insert that does nothing when the call is recorded already;
+then one read of the record) and ``finish``. Each operation is written once, as a flow of statement batches
+(:class:`Batch`), driven by the sync or the async executor of its backend (the lease's connection handling: see
+:mod:`middleware_kit.run_control.lease`).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import weakref
+from collections.abc import Callable, Generator
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, cast
+
+from middleware_kit import drive
+from middleware_kit.ledger.records import CallKey, Entry
+from middleware_kit.run_control.errors import RunControlConfigError
+from middleware_kit.run_control.lease import (
+    _PG_ASYNC,
+    _PG_SYNC,
+    POSTGRES,
+    SQLITE,
+    AsyncPostgresLeaseBackend,
+    AsyncSqliteLeaseBackend,
+    PostgresLeaseBackend,
+    SqliteLeaseBackend,
+    _Dialect,
+    _executed,
+    _kind,
+    _Op,
+    _pg_ddl_race,
+    _within,
+)
+
+__all__ = [
+    "AsyncPostgresLedgerStore",
+    "AsyncSqliteLedgerStore",
+    "LedgerStore",
+    "MemoryLedgerStore",
+    "PostgresLedgerStore",
+    "SqliteLedgerStore",
+    "ledger_store",
+]
+
+TABLE = "middleware_kit_tool_calls"
+Stmt = tuple[str, tuple[Any, ...]]
+Rows = list[list[tuple[Any, ...]]]
+
+
+def _ddl(d: _Dialect) -> list[str]:
+    return [
+        f"CREATE TABLE IF NOT EXISTS {TABLE} (thread_id TEXT NOT NULL, checkpoint_ns TEXT NOT NULL, "
+        f"call_id TEXT NOT NULL, tool TEXT NOT NULL, status TEXT NOT NULL, attempt INTEGER NOT NULL, "
+        f"result_type TEXT, result {d.blob}, started_at {d.real} NOT NULL, finished_at {d.real}, "
+        f"PRIMARY KEY (thread_id, checkpoint_ns, call_id))",
+    ]
+
+
+class LedgerStore:
+    """The ledger's operations on one checkpointer's database, each in a sync and an async (``a``-prefixed) form."""
+
+    def __init__(self, saver: Any) -> None:
+        self.saver = saver
+
+    @property
+    def serde(self) -> Any:
+        """The checkpointer's serializer: results are stored as the checkpointer stores channel values."""
+        return self.saver.serde
+
+    def claim(self, key: CallKey, tool: str) -> Entry | None:
+        """Record ``key`` as started (attempt 1) and return None; or, when it is recorded already, its entry."""
+        raise NotImplementedError
+
+    def restart(self, key: CallKey) -> int:
+        """Record a new attempt of ``key`` as started; the attempt's number."""
+        raise NotImplementedError
+
+    def finish(self, key: CallKey, attempt: int, kind: str, data: bytes) -> None:
+        """Record attempt ``attempt`` of ``key`` as finished with its serialized result (nothing when another
+        attempt started since: a stalled worker whose call was retried elsewhere records nothing)."""
+        raise NotImplementedError
+
+    def forget(self, key: CallKey, attempt: int) -> None:
+        """Drop the record of attempt ``attempt`` of ``key`` (the tool raised: it did not finish, and is not in
+        doubt)."""
+        raise NotImplementedError
+
+    def entries(self, thread_id: str) -> list[tuple[CallKey, Entry]]:
+        """Every record of ``thread_id``, oldest first."""
+        raise NotImplementedError
+
+    def delete_thread(self, thread_id: str) -> None:
+        """Drop every record of ``thread_id`` (with the thread's checkpoints)."""
+        raise NotImplementedError
+
+    async def aclaim(self, key: CallKey, tool: str) -> Entry | None:
+        return self.claim(key, tool)
+
+    async def arestart(self, key: CallKey) -> int:
+        return self.restart(key)
+
+    async def afinish(self, key: CallKey, attempt: int, kind: str, data: bytes) -> None:
+        self.finish(key, attempt, kind, data)
+
+    async def aforget(self, key: CallKey, attempt: int) -> None:
+        self.forget(key, attempt)
+
+    async def aentries(self, thread_id: str) -> list[tuple[CallKey, Entry]]:
+        return self.entries(thread_id)
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        self.delete_thread(thread_id)
+
+
+class MemoryLedgerStore(LedgerStore):
+    """Records of one process (``InMemorySaver``): they live and die with the process, as its checkpoints do."""
+
+    def __init__(self, saver: Any) -> None:
+        super().__init__(saver)
+        self._lock = threading.Lock()
+        self._rows: dict[CallKey, Entry] = {}
+
+    def claim(self, key: CallKey, tool: str) -> Entry | None:
+        with self._lock:
+            found = self._rows.get(key)
+            if found is None:
+                self._rows[key] = Entry("started", tool, 1, None, time.time())
+            return found
+
+    def restart(self, key: CallKey) -> int:
+        with self._lock:
+            old = self._rows[key]
+            self._rows[key] = Entry("started", old.tool, old.attempt + 1, None, time.time())
+            return old.attempt + 1
+
+    def finish(self, key: CallKey, attempt: int, kind: str, data: bytes) -> None:
+        with self._lock:
+            old = self._rows.get(key)
+            if old is not None and old.attempt == attempt:
+                self._rows[key] = Entry("finished", old.tool, old.attempt, (kind, data), old.started_at)
+
+    def forget(self, key: CallKey, attempt: int) -> None:
+        with self._lock:
+            old = self._rows.get(key)
+            if old is not None and old.attempt == attempt:
+                del self._rows[key]
+
+    def entries(self, thread_id: str) -> list[tuple[CallKey, Entry]]:
+        with self._lock:
+            return [(k, e) for k, e in self._rows.items() if k.thread_id == thread_id]
+
+    def delete_thread(self, thread_id: str) -> None:
+        with self._lock:
+            for key in [k for k in self._rows if k.thread_id == thread_id]:
+                del self._rows[key]
+
+
+# -- SQL: each operation once, as a flow of batches --------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """Statements run together (in one transaction when they write); the flow receives their rows."""
+
+    stmts: tuple[Stmt, ...]
+    write: bool = True
+
+
+_KEY = "thread_id = ? AND checkpoint_ns = ? AND call_id = ?"
+_COLUMNS = "status, tool, attempt, result_type, result, started_at"
+
+
+def _args(key: CallKey) -> tuple[str, str, str]:
+    return key.thread_id, key.checkpoint_ns, key.call_id
+
+
+def _entry(row: tuple[Any, ...]) -> Entry:
+    status, tool, attempt, kind, data, started = row
+    result = None if kind is None else (str(kind), bytes(data))
+    return Entry(status, str(tool), int(attempt), result, float(started))
+
+
+def _claim_flow(d: _Dialect, key: CallKey, tool: str) -> Generator[Batch, Rows, Entry | None]:
+    insert = (f"INSERT INTO {TABLE} (thread_id, checkpoint_ns, call_id, tool, status, attempt, started_at) "
+              f"VALUES (?, ?, ?, ?, 'started', 1, {{now}}) ON CONFLICT DO NOTHING RETURNING attempt")
+    rows = yield Batch(((d.q(insert), (*_args(key), tool)),))
+    if rows[-1]:
+        return None
+    rows = yield Batch(((d.q(f"SELECT {_COLUMNS} FROM {TABLE} WHERE {_KEY}"), _args(key)),), write=False)
+    return _entry(rows[-1][0])
+
+
+def _restart_flow(d: _Dialect, key: CallKey) -> Generator[Batch, Rows, int]:
+    sql = (f"UPDATE {TABLE} SET status = 'started', attempt = attempt + 1, result_type = NULL, result = NULL, "
+           f"started_at = {{now}}, finished_at = NULL WHERE {_KEY} RETURNING attempt")
+    rows = yield Batch(((d.q(sql), _args(key)),))
+    return int(rows[-1][0][0])
+
+
+def _finish_flow(d: _Dialect, key: CallKey, attempt: int, kind: str, data: bytes) -> Generator[Batch, Rows, None]:
+    sql = (f"UPDATE {TABLE} SET status = 'finished', result_type = ?, result = ?, finished_at = {{now}} "
+           f"WHERE {_KEY} AND attempt = ?")
+    yield Batch(((d.q(sql), (kind, data, *_args(key), attempt)),))
+
+
+def _forget_flow(d: _Dialect, key: CallKey, attempt: int) -> Generator[Batch, Rows, None]:
+    yield Batch(((d.q(f"DELETE FROM {TABLE} WHERE {_KEY} AND attempt = ?"), (*_args(key), attempt)),))
+
+
+def _entries_flow(d: _Dialect, thread_id: str) -> Generator[Batch, Rows, list[tuple[CallKey, Entry]]]:
+    sql = f"SELECT checkpoint_ns, call_id, {_COLUMNS} FROM {TABLE} WHERE thread_id = ? ORDER BY started_at"
+    rows = yield Batch(((d.q(sql), (thread_id,)),), write=False)
+    return [(CallKey(thread_id, str(r[0]), str(r[1])), _entry(r[2:])) for r in rows[-1]]
+
+
+def _delete_flow(d: _Dialect, thread_id: str) -> Generator[Batch, Rows, None]:
+    yield Batch(((d.q(f"DELETE FROM {TABLE} WHERE thread_id = ?"), (thread_id,)),))
+
+
+class _SqlStore(LedgerStore):
+    """The flows above over ``_run`` (sync) and ``_arun`` (async); a backend supplies the one(s) of its mode."""
+
+    dialect: _Dialect
+    lease: type[Any]
+    """The lease backend of the same checkpointer kind (its ``_wrong_mode`` error is reused)."""
+
+    def __init__(self, saver: Any) -> None:
+        super().__init__(saver)
+        self._ready = False
+
+    def _run(self, batch: Batch) -> Rows:
+        raise self._wrong_mode("invoke/stream", "ainvoke/astream")
+
+    async def _arun(self, batch: Batch) -> Rows:
+        return self._run(batch)
+
+    def _wrong_mode(self, used: str, use: str) -> RunControlConfigError:
+        return cast(RunControlConfigError, self.lease._wrong_mode(cast(Any, self), used, use))
+
+    def _sync(self, flow: Callable[..., Generator[Batch, Rows, Any]], *args: Any) -> Any:
+        return drive.run_sync(flow(self.dialect, *args), self._run)
+
+    async def _async(self, flow: Callable[..., Generator[Batch, Rows, Any]], *args: Any) -> Any:
+        return await drive.run_async(flow(self.dialect, *args), self._arun)
+
+    def claim(self, key: CallKey, tool: str) -> Entry | None:
+        return cast("Entry | None", self._sync(_claim_flow, key, tool))
+
+    async def aclaim(self, key: CallKey, tool: str) -> Entry | None:
+        return cast("Entry | None", await self._async(_claim_flow, key, tool))
+
+    def restart(self, key: CallKey) -> int:
+        return int(self._sync(_restart_flow, key))
+
+    async def arestart(self, key: CallKey) -> int:
+        return int(await self._async(_restart_flow, key))
+
+    def finish(self, key: CallKey, attempt: int, kind: str, data: bytes) -> None:
+        self._sync(_finish_flow, key, attempt, kind, data)
+
+    async def afinish(self, key: CallKey, attempt: int, kind: str, data: bytes) -> None:
+        await self._async(_finish_flow, key, attempt, kind, data)
+
+    def forget(self, key: CallKey, attempt: int) -> None:
+        self._sync(_forget_flow, key, attempt)
+
+    async def aforget(self, key: CallKey, attempt: int) -> None:
+        await self._async(_forget_flow, key, attempt)
+
+    def entries(self, thread_id: str) -> list[tuple[CallKey, Entry]]:
+        return cast("list[tuple[CallKey, Entry]]", self._sync(_entries_flow, thread_id))
+
+    async def aentries(self, thread_id: str) -> list[tuple[CallKey, Entry]]:
+        return cast("list[tuple[CallKey, Entry]]", await self._async(_entries_flow, thread_id))
+
+    def delete_thread(self, thread_id: str) -> None:
+        self._sync(_delete_flow, thread_id)
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        await self._async(_delete_flow, thread_id)
+
+
+class SqliteLedgerStore(_SqlStore):
+    """A table in the ``SqliteSaver``'s file, on its connection and under its lock."""
+
+    dialect = SQLITE
+    lease = SqliteLeaseBackend
+
+    def _run(self, batch: Batch) -> Rows:
+        conn = self.saver.conn
+        with self.saver.lock:
+            if not self._ready:
+                for sql in _ddl(self.dialect):
+                    conn.execute(sql)
+                conn.commit()
+                self._ready = True
+            if not batch.write:
+                return [conn.execute(sql, args).fetchall() for sql, args in batch.stmts]
+            if conn.in_transaction:  # a checkpoint write interrupted before its commit: finish it, as its next would
+                conn.commit()
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                out = [conn.execute(sql, args).fetchall() for sql, args in batch.stmts]
+            except BaseException:
+                conn.rollback()
+                raise
+            conn.commit()
+            return out
+
+
+class AsyncSqliteLedgerStore(_SqlStore):
+    """A table in the ``AsyncSqliteSaver``'s file, on its ``aiosqlite`` connection and under its lock."""
+
+    dialect = SQLITE
+    lease = AsyncSqliteLeaseBackend
+
+    async def _arun(self, batch: Batch) -> Rows:
+        conn = self.saver.conn
+        async with self.saver.lock:
+            if not self._ready:
+                for sql in _ddl(self.dialect):
+                    await conn.execute(sql)
+                await conn.commit()
+                self._ready = True
+            if batch.write:
+                await AsyncSqliteLeaseBackend._begin(conn)
+            try:
+                out = []
+                for sql, args in batch.stmts:
+                    cursor = await conn.execute(sql, args)
+                    out.append(list(await cursor.fetchall()))
+            except BaseException:
+                if batch.write:
+                    await conn.rollback()
+                raise
+            if batch.write:
+                await conn.commit()
+            return out
+
+
+def _pg_body(store: Any, batch: Batch) -> Generator[_Op, Any, Rows]:
+    """``_run``/``_arun`` of the PostgreSQL stores, written once: the table on first use (a concurrent ``CREATE`` in
+    another worker is retried), then the batch (autocommit: each statement one round trip)."""
+    return (yield from _within(store._conn(), partial(_pg_on_connection, store, batch)))
+
+
+def _pg_on_connection(store: Any, batch: Batch, conn: Any) -> Generator[_Op, Any, Rows]:
+    from psycopg.rows import tuple_row
+
+    if not store._ready:
+        ddl = [(sql, None) for sql in _ddl(store.dialect)]
+        for attempt in range(3):
+            try:
+                yield from _within(conn.transaction(), lambda _: _executed(conn, ddl, rows=False))
+                break
+            except Exception as exc:
+                if attempt == 2 or not _pg_ddl_race(exc):
+                    raise
+        store._ready = True
+    return (yield from _within(conn.cursor(row_factory=tuple_row),
+                               lambda cur: _executed(cur, batch.stmts, rows=True)))
+
+
+class PostgresLedgerStore(_SqlStore):
+    """A table in the ``PostgresSaver``'s database, on its connection (or pool) and under its lock."""
+
+    dialect = POSTGRES
+    lease = PostgresLeaseBackend
+
+    def _conn(self) -> Any:
+        return PostgresLeaseBackend._conn(cast(Any, self))
+
+    def _run(self, batch: Batch) -> Rows:
+        return drive.run_sync(_pg_body(self, batch), _PG_SYNC)
+
+
+class AsyncPostgresLedgerStore(_SqlStore):
+    """A table in the ``AsyncPostgresSaver``'s database, on its connection (or pool) and under its lock."""
+
+    dialect = POSTGRES
+    lease = AsyncPostgresLeaseBackend
+
+    def _conn(self) -> Any:
+        return AsyncPostgresLeaseBackend._conn(cast(Any, self))
+
+    async def _arun(self, batch: Batch) -> Rows:
+        return await drive.run_async(_pg_body(self, batch), _PG_ASYNC)
+
+
+_STORES: weakref.WeakKeyDictionary[Any, LedgerStore] = weakref.WeakKeyDictionary()
+_STORES_LOCK = threading.Lock()
+_SQL = {
+    SqliteLeaseBackend: SqliteLedgerStore,
+    AsyncSqliteLeaseBackend: AsyncSqliteLedgerStore,
+    PostgresLeaseBackend: PostgresLedgerStore,
+    AsyncPostgresLeaseBackend: AsyncPostgresLedgerStore,
+}
+
+
+def unwrapped(saver: Any) -> Any:
+    """The checkpointer a run's saver wraps (run control lends each run a ``RunSaver`` around the agent's)."""
+    while getattr(saver, "inner", None) is not None:
+        saver = saver.inner
+    return saver
+
+
+def ledger_store(saver: Any) -> LedgerStore:
+    """The ledger store living where ``saver`` keeps its checkpoints (one per checkpointer object)."""
+    saver = unwrapped(saver)
+    with _STORES_LOCK:
+        found = _STORES.get(saver)
+        if found is None:
+            lease = _kind(saver)
+            found = _SQL[cast(Any, lease)](saver) if lease is not None else MemoryLedgerStore(saver)
+            _STORES[saver] = found
+        return found

@@ -1,0 +1,236 @@
+"""A worker process of the crash matrix (tests/ledger/test_crash_matrix.py): runs agent turns on a shared SQLite file
+or PostgreSQL database and kills itself (SIGKILL) at the kill point it is told.
+
+Usage: ``python crash_worker.py KIND TARGET MODE`` (KIND ``sqlite`` | ``postgres``; MODE ``invoke`` | ``ainvoke``).
+One JSON command per line on stdin, one JSON answer per line on stdout:
+
+- ``{"op": "start", "thread": T, "kill": POINT, "parallel": bool}``: a new user turn; the model calls ``pay`` (and,
+  with ``parallel``, ``ship`` in the same message); the process SIGKILLs itself at ``POINT`` (see ``KILL_POINTS``);
+  every command may say ``"review": true``: the thread's agent then has ``pay`` reviewed (human in the loop);
+- ``{"op": "continue", "thread": T}``: run the thread on from its last checkpoint;
+- ``{"op": "resume", "thread": T, "id": I, "decision": D, "kill": POINT}``: answer interrupt ``I`` with ``D`` (an
+  in-doubt call's decision, or a review's), then die at ``POINT`` when given.
+
+An answer is ``{"interrupts": [{"id", "value"}], "messages": [[type, content, tool_call_id, call ids]], "last": S}``.
+Effects go to an ``effects`` table (SQLite: in a file next to the agent's; PostgreSQL: the same database), each
+committed at once, so the test sees every effect that happened before a kill.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sqlite3
+import sys
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.tools import tool
+from langgraph.types import Command
+
+from middleware_kit import create_agent
+from middleware_kit.ledger import current_idempotency_key
+from middleware_kit.ledger import store as ledger_stores
+from middleware_kit.middlewares.human_in_the_loop import HumanInTheLoopMiddleware
+from middleware_kit.run_control import RunControl
+from middleware_kit.testing import ScriptedChatModel, tool_call
+
+KILL_POINTS = {
+    "before_start": "pay: before its start is recorded",
+    "after_start": "pay: started, before its effect",
+    "after_effect": "pay: after its effect, before it returns",
+    "after_finish": "pay: after its result is recorded",
+    "sibling_dies": "parallel: pay finished; ship dies inside",
+    "pay_dies_sibling_done": "parallel: ship finished; pay dies after its effect",
+    "reviewed_after_effect": "human review: pay approved, dies after its effect",
+}
+KILL: dict[str, str] = {"point": ""}
+PAY_FINISHED = threading.Event()
+SHIP_FINISHED = threading.Event()
+
+
+def die() -> None:
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def effects(kind: str, target: str) -> Callable[[str, str, str], None]:
+    """``record(tool, ref, key)``: one committed row in ``effects``."""
+    if kind == "sqlite":
+        conn = sqlite3.connect(target + ".effects", timeout=60, check_same_thread=False, isolation_level=None)
+        lock = threading.Lock()
+
+        def record_sqlite(name: str, ref: str, key: str) -> None:
+            with lock:
+                conn.execute("INSERT INTO effects (tool, ref, key) VALUES (?, ?, ?)", (name, ref, key))
+
+        return record_sqlite
+    import psycopg
+
+    pg = psycopg.connect(target, autocommit=True)
+    pg_lock = threading.Lock()
+
+    def record_pg(name: str, ref: str, key: str) -> None:
+        with pg_lock:
+            pg.execute("INSERT INTO effects (tool, ref, key) VALUES (%s, %s, %s)", (name, ref, key))
+
+    return record_pg
+
+
+def inject_kills() -> None:
+    """The kill points the ledger's own steps mark: around its ``claim`` (start) and ``finish`` writes of ``pay``."""
+    for cls in (ledger_stores.SqliteLedgerStore, ledger_stores.AsyncSqliteLedgerStore,
+                ledger_stores.PostgresLedgerStore, ledger_stores.AsyncPostgresLedgerStore):
+        claim, aclaim, finish, afinish = cls.claim, cls.aclaim, cls.finish, cls.afinish
+
+        def k_claim(self: Any, key: Any, tool: str, _claim: Any = claim) -> Any:
+            if tool == "pay" and KILL["point"] == "before_start":
+                die()
+            return _claim(self, key, tool)
+
+        async def k_aclaim(self: Any, key: Any, tool: str, _aclaim: Any = aclaim) -> Any:
+            if tool == "pay" and KILL["point"] == "before_start":
+                die()
+            return await _aclaim(self, key, tool)
+
+        def k_finish(self: Any, key: Any, *args: Any, _finish: Any = finish) -> None:
+            _finish(self, key, *args)
+            finished(key.call_id)
+
+        async def k_afinish(self: Any, key: Any, *args: Any, _afinish: Any = afinish) -> None:
+            await _afinish(self, key, *args)
+            finished(key.call_id)
+
+        for name, patched in (("claim", k_claim), ("aclaim", k_aclaim), ("finish", k_finish), ("afinish", k_afinish)):
+            setattr(cls, name, patched)
+
+
+def finished(call_id: str) -> None:
+    if call_id.startswith("pay-"):
+        if KILL["point"] == "after_finish":
+            die()
+        PAY_FINISHED.set()
+    elif call_id.startswith("ship-"):
+        SHIP_FINISHED.set()
+
+
+def model_reply(messages: list[BaseMessage]) -> AIMessage:
+    """After tool results: ``done: `` and every result of the last turn; after a user turn: ``pay`` (and ``ship``
+    when the turn's text says ``parallel``) with ids naming the thread."""
+    last = messages[-1]
+    if isinstance(last, ToolMessage):
+        results = []
+        for m in reversed(messages):
+            if not isinstance(m, ToolMessage):
+                break
+            results.append(str(m.content))
+        return AIMessage("done: " + " | ".join(sorted(results)))
+    thread, _, parallel = str(last.content).partition(" ")
+    calls = [tool_call("pay", {"ref": thread}, id=f"pay-{thread}")]
+    if parallel:
+        calls.append(tool_call("ship", {"ref": thread}, id=f"ship-{thread}"))
+    return AIMessage("", tool_calls=calls)
+
+
+def make_agent(saver: Any, record: Callable[[str, str, str], None], review: bool = False) -> Any:
+    @tool
+    def pay(ref: str) -> str:
+        """Pay (an effect that must happen at most once)."""
+        point = KILL["point"]
+        if point == "after_start":
+            die()
+        record("pay", ref, current_idempotency_key() or "")
+        if point in ("after_effect", "reviewed_after_effect"):
+            die()
+        if point == "pay_dies_sibling_done":
+            SHIP_FINISHED.wait(30)
+            die()
+        return f"paid {ref}"
+
+    @tool
+    def ship(ref: str) -> str:
+        """Ship (an effect; safe to retry)."""
+        if KILL["point"] == "sibling_dies":
+            PAY_FINISHED.wait(30)
+            die()
+        record("ship", ref, current_idempotency_key() or "")
+        return f"shipped {ref}"
+
+    ship.metadata = {"idempotent": True}  # in doubt: retried without asking
+
+    return create_agent(
+        ScriptedChatModel(default=model_reply), [pay, ship], checkpointer=saver,
+        middleware=[HumanInTheLoopMiddleware({"pay": True})] if review else [],
+        run_control=RunControl(on_conflict="wait", wait_timeout=60, ttl=3.0, poll_interval=0.05),
+    )
+
+
+def command(cmd: dict[str, Any]) -> Any:
+    if cmd["op"] == "start":
+        KILL["point"] = cmd.get("kill", "")
+        return {"messages": [HumanMessage(cmd["thread"] + (" parallel" if cmd.get("parallel") else ""))]}
+    if cmd["op"] == "resume":
+        KILL["point"] = cmd.get("kill", KILL["point"])
+        return Command(resume={cmd["id"]: cmd["decision"]})
+    return None
+
+
+def answer(out: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "interrupts": [{"id": i.id, "value": i.value} for i in out.get("__interrupt__", ())],
+        "messages": [[m.type, m.content, getattr(m, "tool_call_id", None),
+                      [c["id"] for c in getattr(m, "tool_calls", None) or ()]] for m in out["messages"]],
+        "last": out["messages"][-1].content,
+    }
+
+
+def serve_sync(kind: str, target: str) -> None:
+    if kind == "sqlite":
+        from langgraph.checkpoint.sqlite import SqliteSaver
+
+        saver: Any = SqliteSaver(sqlite3.connect(target, timeout=60, check_same_thread=False))
+    else:
+        from langgraph.checkpoint.postgres import PostgresSaver
+
+        manager = PostgresSaver.from_conn_string(target)  # kept: its connection closes when it is collected
+        saver = manager.__enter__()
+    record = effects(kind, target)
+    agents = {review: make_agent(saver, record, review) for review in (False, True)}
+    print(json.dumps({"ready": os.getpid()}), flush=True)
+    for line in sys.stdin:
+        cmd = json.loads(line)
+        config: Any = {"configurable": {"thread_id": cmd["thread"]}}
+        out = agents[bool(cmd.get("review"))].invoke(command(cmd), config, durability="sync")
+        print(json.dumps(answer(out)), flush=True)
+
+
+async def serve_async(kind: str, target: str) -> None:
+    if kind == "sqlite":
+        from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+        manager: Any = AsyncSqliteSaver.from_conn_string(target)
+    else:
+        from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+
+        manager = AsyncPostgresSaver.from_conn_string(target)
+    async with manager as saver:
+        record = effects(kind, target)
+        agents = {review: make_agent(saver, record, review) for review in (False, True)}
+        print(json.dumps({"ready": os.getpid()}), flush=True)
+        while line := await asyncio.to_thread(sys.stdin.readline):
+            cmd = json.loads(line)
+            config: Any = {"configurable": {"thread_id": cmd["thread"]}}
+            out = await agents[bool(cmd.get("review"))].ainvoke(command(cmd), config, durability="sync")
+            print(json.dumps(answer(out)), flush=True)
+
+
+if __name__ == "__main__":
+    inject_kills()
+    kind_, target_, mode_ = sys.argv[1:4]
+    if mode_ == "invoke":
+        serve_sync(kind_, target_)
+    else:
+        asyncio.run(serve_async(kind_, target_))

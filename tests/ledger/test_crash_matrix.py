@@ -1,0 +1,180 @@
+"""The crash matrix: a worker process SIGKILLed at each step boundary around a tool call, the thread continued in a
+new process, on SQLite (and PostgreSQL when a server can be started), under ``invoke`` and ``ainvoke``.
+
+Kill points: before ``pay``'s start is recorded, after it and before the effect, between the effect and the
+return, after the result is recorded; a parallel sibling dying after ``pay`` finished, ``pay`` dying after its
+sibling finished; and ``pay`` approved by a reviewer (human in the loop) dying after its effect.
+
+Invariants at every kill point: each effect happened at most once (``pay`` exactly once once the reviewer decided);
+every result reached the model exactly once (its final reply lists each result once); an in-doubt call surfaced to
+the reconcile policy (the default one: an interrupt naming the call; ``ship`` is declared idempotent and is retried
+without asking); every tool call answered exactly once in the conversation.
+
+The killed workers of one backend and mode run at once (their lease expiries overlap); about 20 s per backend and
+mode on 2 cores.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
+from tests.helpers import WorkerProcess
+from tests.ledger.crash_worker import KILL_POINTS
+from tests.run_control.helpers import APPROVE, assert_paired
+
+WORKER = Path(__file__).with_name("crash_worker.py")
+PARALLEL = {"sibling_dies", "pay_dies_sibling_done"}
+REVIEWED = {"reviewed_after_effect"}
+"""Kill points of a thread whose ``pay`` is reviewed first (approved in the worker that then dies)."""
+IN_DOUBT = {"after_start", "after_effect", "pay_dies_sibling_done", "reviewed_after_effect"}
+"""Kill points after which ``pay`` is in doubt (started, no result)."""
+
+pytestmark = pytest.mark.timeout(300)
+
+
+class Database:
+    """Where the workers point, and the effects their tools committed."""
+
+    def __init__(self, kind: str, target: str) -> None:
+        self.kind, self.target = kind, target
+
+    def effects(self, tool: str, ref: str) -> list[str]:
+        """The idempotency keys ``tool`` ran its effect under for ``ref``."""
+        if self.kind == "sqlite":
+            with sqlite3.connect(self.target + ".effects", timeout=60) as conn:
+                rows = conn.execute("SELECT key FROM effects WHERE tool = ? AND ref = ?", (tool, ref)).fetchall()
+        else:
+            import psycopg
+
+            with psycopg.connect(self.target, autocommit=True) as pg:
+                rows = pg.execute("SELECT key FROM effects WHERE tool = %s AND ref = %s", (tool, ref)).fetchall()
+        return [str(r[0]) for r in rows]
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Database]:
+    if request.param == "sqlite":
+        target = str(tmp_path / "agent.sqlite")
+        from langgraph.checkpoint.sqlite import SqliteSaver
+
+        conn = sqlite3.connect(target, check_same_thread=False)
+        SqliteSaver(conn).setup()
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.commit()
+        conn.close()
+        with sqlite3.connect(target + ".effects") as effects:
+            effects.execute("CREATE TABLE effects (tool TEXT NOT NULL, ref TEXT NOT NULL, key TEXT NOT NULL)")
+        yield Database("sqlite", target)
+        return
+    dsn: str = request.getfixturevalue("postgres_dsn")
+    from langgraph.checkpoint.postgres import PostgresSaver
+
+    with PostgresSaver.from_conn_string(dsn) as saver:
+        saver.setup()
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as pg:
+        pg.execute("DROP TABLE IF EXISTS effects")
+        pg.execute("CREATE TABLE effects (tool text NOT NULL, ref text NOT NULL, key text NOT NULL)")
+    yield Database("postgres", dsn)
+
+
+def crash(db: Database, mode: str, thread: str, point: str) -> int:
+    """Start ``thread`` in a new worker told to die at ``point``; the worker's exit status."""
+    worker = WorkerProcess(WORKER, [db.kind, db.target, mode], f"crash-{thread}")
+    try:
+        assert "ready" in worker.read()
+        if point in REVIEWED:  # the review pauses the turn; the approval is what runs the tool
+            review = worker.ask(op="start", thread=thread, review=True)
+            [pending] = review["interrupts"]
+            assert pending["value"]["action_requests"][0]["name"] == "pay"
+            worker.send(op="resume", thread=thread, review=True, id=pending["id"], decision=APPROVE, kill=point)
+        else:
+            worker.send(op="start", thread=thread, kill=point, parallel=point in PARALLEL)
+        status = worker.proc.wait(timeout=120)
+        assert worker.proc.stderr is not None
+        assert status == -signal.SIGKILL, f"{thread} exited {status}: {worker.proc.stderr.read()[-3000:]}"
+        return status
+    finally:
+        worker.close()
+
+
+def decide(db: Database, interrupt: dict[str, Any]) -> dict[str, Any]:
+    """The reviewer: looks the in-doubt ``pay`` up where its effect would be (by its idempotency key)."""
+    value = interrupt["value"]
+    assert value["type"] == "tool_call_in_doubt" and value["options"] == ["retry", "skip", "done"]
+    ref = value["tool_call"]["args"]["ref"]
+    if value["idempotency_key"] in db.effects("pay", ref):
+        return {"type": "done", "result": f"paid {ref}"}
+    return {"type": "retry"}
+
+
+def check(db: Database, thread: str, point: str, first: dict[str, Any], final: dict[str, Any]) -> dict[str, Any]:
+    """The invariants of one kill point; the row of the matrix."""
+    asked = [i["value"]["tool_call"]["id"] for i in first["interrupts"]]
+    assert asked == ([f"pay-{thread}"] if point in IN_DOUBT else []), (point, first)
+    assert len(db.effects("pay", thread)) == 1, (point, db.effects("pay", thread))
+    keys = [i["value"]["idempotency_key"] for i in first["interrupts"]]
+    assert keys in ([], db.effects("pay", thread)), (point, keys)  # the key the tool used, in the new process too
+    messages = [_message(*m) for m in final["messages"]]
+    assert_paired(messages)
+    calls = [str(c["id"]) for m in messages if isinstance(m, AIMessage) for c in m.tool_calls]
+    answers = sorted(str(m.tool_call_id) for m in messages if isinstance(m, ToolMessage))
+    assert sorted(calls) == answers
+    expected = [f"paid {thread}"] + ([f"shipped {thread}"] if point in PARALLEL else [])
+    assert final["last"] == "done: " + " | ".join(expected), (point, final)
+    ships = len(db.effects("ship", thread)) if point in PARALLEL else None
+    if ships is not None:
+        assert ships == 1, (point, ships)
+    return {"point": point, "interrupts": len(asked), "pay runs": 1, "ship runs": ships,
+            "answers": len(answers), "final": final["last"]}
+
+
+def _message(kind: str, content: Any, call_id: str | None, calls: list[str]) -> Any:
+    if kind == "tool":
+        return ToolMessage(content, tool_call_id=call_id or "")
+    if kind == "human":
+        return HumanMessage(content)
+    return AIMessage(content, tool_calls=[{"name": "t", "args": {}, "id": i, "type": "tool_call"} for i in calls])
+
+
+def continue_all(db: Database, mode: str, threads: dict[str, str]) -> list[dict[str, Any]]:
+    worker = WorkerProcess(WORKER, [db.kind, db.target, mode], f"continue-{mode}")
+    rows = []
+    try:
+        assert "ready" in worker.read()
+        for thread, point in threads.items():
+            review = point in REVIEWED
+            first = worker.ask(op="continue", thread=thread, review=review)
+            final = first
+            for interrupt in first["interrupts"]:
+                final = worker.ask(op="resume", thread=thread, review=review, id=interrupt["id"],
+                                   decision=decide(db, interrupt))
+            rows.append(check(db, thread, point, first, final))
+    finally:
+        worker.close()
+    return rows
+
+
+@pytest.mark.parametrize("mode", ["invoke", "ainvoke"])
+def test_crash_matrix(database: Database, mode: str) -> None:
+    threads = {f"{database.kind}-{mode}-{point}": point for point in KILL_POINTS}
+    with ThreadPoolExecutor(len(threads)) as pool:
+        statuses = list(pool.map(lambda item: crash(database, mode, *item), threads.items()))
+    assert statuses == [-signal.SIGKILL] * len(threads), statuses
+    rows = continue_all(database, mode, threads)
+    print(f"\ncrash matrix: {database.kind}, {mode} (pid {os.getpid()})")
+    print(f"{'kill point':<24} {'where':<52} {'in doubt':>8} {'pay':>4} {'ship':>5} {'answers':>8}")
+    for row in rows:
+        ships = "-" if row["ship runs"] is None else row["ship runs"]
+        print(f"{row['point']:<24} {KILL_POINTS[row['point']]:<52} {row['interrupts']:>8} {row['pay runs']:>4} "
+              f"{ships:>5} {row['answers']:>8}")
