@@ -224,7 +224,7 @@ def create_agent(
     Args:
         model: A ``BaseChatModel`` instance, or a model string (``"openai:gpt-4o"``, ``"gpt-4o"``) resolved through
             its provider package by :func:`middleware_kit.models.resolve_model` (no ``langchain`` dependency).
-        tools: Tools the model may call (``BaseTool``s, functions, or provider tool dicts).
+        tools: Tools the model may call (``BaseTool`` instances, functions, or provider tool dicts).
         system_prompt: Sent first on every model call, never stored in state.
         middleware: ``AgentMiddleware`` instances, outermost first.
         response_format: Structured output: ``ToolStrategy(schema)`` (the model is offered a structured tool; when

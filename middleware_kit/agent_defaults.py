@@ -106,7 +106,9 @@ def leave(token: Token[AgentDefaults | None]) -> None:
 
 @contextmanager
 def agent_scope(defaults: AgentDefaults | None) -> Iterator[AgentDefaults | None]:
-    """Make ``defaults`` current inside the ``with`` block (as the engine does around a node run)::
+    """Make ``defaults`` current inside the ``with`` block.
+
+    As the engine does around a node run::
 
         with agent_scope(AgentDefaults(system_message=SystemMessage("Be brief."), tools=(search,))):
             update = run_hook(SummarizationMiddleware(model), "before_model", state)

@@ -19,6 +19,7 @@ import pytest
 import middleware_kit
 import middleware_kit.middlewares
 import middleware_kit.run_control
+import middleware_kit.ledger
 import middleware_kit.testing
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -28,6 +29,7 @@ PUBLIC_PACKAGES: tuple[ModuleType, ...] = (
     middleware_kit,
     middleware_kit.middlewares,
     middleware_kit.run_control,
+    middleware_kit.ledger,
     middleware_kit.testing,
 )
 """Whose ``__all__`` the reference must cover."""

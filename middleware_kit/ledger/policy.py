@@ -48,6 +48,7 @@ class MarkDone:
 
 
 ReconcileDecision: TypeAlias = Retry | Skip | MarkDone
+"""What a reconcile policy decides for an in-doubt call: run it again, skip it (the model is told), or mark it done."""
 Reconcile: TypeAlias = Callable[
     [InDoubtCall, Any], "ReconcileDecision | Awaitable[ReconcileDecision | None] | None"
 ]

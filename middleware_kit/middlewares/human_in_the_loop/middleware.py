@@ -166,7 +166,7 @@ class HumanInTheLoopMiddleware(ModelCallFlowHooks, FrozenConfig, AgentMiddleware
             call, resumed with one decision, keyed by the interrupt's id when several are pending).
         edit_notice: What the model reads before the result of an edited call, as in LangChain 1.5: a text (default
             :data:`DEFAULT_EDIT_NOTICE`), followed by ``" Executed instead: <name> with arguments <json>."`` and,
-            when the tool answered, ``"\n\nTool response:\n"`` and its answer; ``None`` (or ``False``) adds
+            when the tool answered, ``"\\n\\nTool response:\\n"`` and its answer; ``None`` (or ``False``) adds
             nothing; ``True`` is the default. Ours: a text using ``{name}``, ``{args}``, ``{requested_name}`` or
             ``{requested_args}`` is a template, formatted and put before the answer as it is.
         interrupt: The function that pauses the run (default: ``human_in_the_loop.interrupt``, looked up at each
