@@ -135,8 +135,8 @@ class MiddlewarePlan:
         lines = [
             f"middleware plan of {self.name!r}: {len(self.middleware)} middleware(s) "
             f"[{', '.join(self.middleware)}], first listed = outermost",
-            *([f"run control: {' and '.join(self.engine)} around them (deadline and cancel checks)"]
-              if self.engine else []),
+            *([f"engine layers: {self.engine[0]} (outermost), {self.engine[-1]} (innermost): run control's "
+               f"deadline and cancel checks"] if self.engine else []),
             fmt.format(*head).rstrip(),
             fmt.format(*("-" * w for w in widths)).rstrip(),
             *(fmt.format(*r).rstrip() for r in rows),
