@@ -1,24 +1,24 @@
-"""Cost of run control per invoke: the lease (and the run-control checks), in memory and on PostgreSQL.
+"""Cost of run control per invoke: the default (on) against ``run_control=False``, in memory and on PostgreSQL.
 
-    .venv/bin/python -m bench.run_control [--runs N] [--rounds R]
+    .venv/bin/python -m bench.run_control [--runs N] [--rounds R] [--no-postgres]
 
-Each invoke is one turn on a fresh thread: a tool call, the tool, a final answer (two scripted model calls). Three
-agents per checkpointer, measured interleaved in the same process (round-robin batches; the median per-invoke time
-of the rounds is reported):
+Each invoke is one turn on a fresh thread: a tool call, the tool, a final answer (two scripted model calls). Two
+agents per checkpointer, measured interleaved in the same process (round-robin batches, the order reversed every
+other round; the median per-invoke time of the rounds is reported):
 
-- ``plain``: ``create_agent(model, [tool], checkpointer=...)``;
-- ``checks``: the same with ``middleware=controlled_middleware()`` (``RunControlMiddleware`` + ``RunControlGuard``),
-  not wrapped: the checks without a lease;
-- ``controlled``: ``with_run_control(checks, RunControl())``: lease taken before the run, admission read, release.
+- ``off``: ``create_agent(model, [tool], checkpointer=saver, run_control=False)``;
+- ``on``: ``create_agent(model, [tool], checkpointer=saver)``: run control's default (the lease, admission on the
+  checkpoint LangGraph loads, the run's fenced saver, ``RunControlMiddleware`` and ``RunControlGuard``).
 
-``lease`` = controlled / checks (the cost of the lease per invoke: the issue's target is within 5% in memory);
-``total`` = controlled / plain (lease + checks). Both clocks are reported (wall, and this process's CPU time, which a
-busy machine disturbs less), and "lease operations alone" times just what the lease adds to an invoke (take it,
-admit the input, release it) on existing threads, a figure the noise of whole invokes cannot hide.
+``on/off`` is the cost of the default per invoke (the issue's target: at most 1.03 in memory). Both clocks are
+reported (wall, and this process's CPU time, which a busy machine disturbs less); "lease operations alone" times
+just the lease (take it, release it) on existing threads, a figure the noise of whole invokes cannot hide.
 
 PostgreSQL: ``PostgresSaver`` on one connection to a throwaway server started here (``tests/pg_server.py``; or
-``MIDDLEWARE_KIT_PG_DSN``); the lease costs three single statements per invoke there (take it; a one-row probe of
-LangGraph's ``checkpoint_writes`` for a pending interrupt; release), plus a heartbeat thread per run.
+``MIDDLEWARE_KIT_PG_DSN``). Besides the timings, the statements and round trips each invoke sends to the server are
+counted from libpq's own trace of the connection (``Execute`` messages; ``Sync`` + ``Flush``, the points where the
+client waits for the server), for ``off`` and ``on``. The runs are shorter than the first heartbeat, so no renewal
+is counted: the difference is what run control adds outside the heartbeat.
 """
 
 from __future__ import annotations
@@ -35,7 +35,6 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 
 from middleware_kit import create_agent
-from middleware_kit.run_control import RunControl, controlled_middleware, with_run_control
 from middleware_kit.testing import ScriptedChatModel, tool_call
 
 _ids = itertools.count()
@@ -55,11 +54,9 @@ def reply(messages: list[BaseMessage]) -> AIMessage:
 
 def agents(saver: Any) -> dict[str, Any]:
     model = ScriptedChatModel(default=reply)
-    checks = create_agent(model, [add], middleware=controlled_middleware(), checkpointer=saver)
     return {
-        "plain": create_agent(model, [add], checkpointer=saver),
-        "checks": checks,
-        "controlled": with_run_control(checks, RunControl()),
+        "off": create_agent(model, [add], checkpointer=saver, run_control=False),
+        "on": create_agent(model, [add], checkpointer=saver),
     }
 
 
@@ -97,35 +94,47 @@ def measure(
 
 def report(label: str, timings: dict[str, dict[str, float]]) -> None:
     for clock, t in timings.items():
-        plain, checks, controlled = t["plain"], t["checks"], t["controlled"]
-        print(f"{label} {clock:4}: plain {plain * 1e6:7.0f} us  checks {checks * 1e6:7.0f} us  controlled "
-              f"{controlled * 1e6:7.0f} us  |  lease = controlled/checks {controlled / checks:5.3f}  "
-              f"total = controlled/plain {controlled / plain:5.3f}")
+        off, on = t["off"], t["on"]
+        print(f"{label} {clock:4}: off {off * 1e6:7.0f} us  on {on * 1e6:7.0f} us  |  on/off {on / off:5.3f}")
 
 
 def lease_alone(agent: Any, threads: int, runs: int) -> float:
-    """Seconds per invoke spent on the lease itself: take it, admit new input (the checkpoint read included),
-    release it, on ``threads`` existing threads (the median of 5 batches of ``runs``)."""
-    from middleware_kit.run_control.agent import admit_flow
+    """Seconds per invoke spent on the lease itself: take it, release it, on ``threads`` existing threads (the
+    median of 5 batches of ``runs``)."""
     from middleware_kit.run_control.control import RunHandle
     from middleware_kit.run_control.lease import backend_for, drive
 
     backend = backend_for(agent.checkpointer)
-    inp = {"messages": [HumanMessage("add")]}
     names = [f"lease{next(_ids)}" for _ in range(threads)]
     for name in names:
-        agent.invoke(inp, {"configurable": {"thread_id": name}})
+        agent.invoke({"messages": [HumanMessage("add")]}, {"configurable": {"thread_id": name}})
     batches = []
     for _ in range(5):
         started = time.perf_counter()
         for i in range(runs):
-            config: Any = {"configurable": {"thread_id": names[i % threads]}}
             handle = RunHandle(names[i % threads], f"r{i}", agent.run_control, backend)
-            drive(agent._lease(handle), backend)
-            drive(admit_flow(inp, handle), agent._target(backend, config))
+            handle.leased(drive(agent._lease(handle), backend))
             backend.release(handle.thread_id, handle.run_id)
         batches.append((time.perf_counter() - started) / runs)
     return statistics.median(batches)
+
+
+def traffic(saver: Any, agent: Any, runs: int) -> tuple[float, float]:
+    """(statements, round trips) per invoke of ``agent`` on ``saver``'s connection, from libpq's trace."""
+    import tempfile
+
+    invoke = one_invoke(agent)
+    invoke()  # statements prepared, tables created
+    with tempfile.TemporaryFile("w+") as log:
+        saver.conn.pgconn.trace(log.fileno())
+        try:
+            for _ in range(runs):
+                invoke()
+        finally:
+            saver.conn.pgconn.untrace()
+        log.seek(0)
+        kinds = [line.split("\t")[3].split(" ")[0].strip() for line in log if line.count("\t") >= 3 and "\tF\t" in line]
+    return kinds.count("Execute") / runs, (kinds.count("Sync") + kinds.count("Flush")) / runs
 
 
 def main() -> None:
@@ -138,9 +147,9 @@ def main() -> None:
     memory = agents(InMemorySaver())
     timings = measure({k: one_invoke(v) for k, v in memory.items()}, args.runs, args.rounds)
     report("in memory ", timings)
-    alone = lease_alone(memory["controlled"], 20, args.runs * 5)
+    alone = lease_alone(memory["on"], 20, args.runs * 5)
     print(f"in memory  lease operations alone: {alone * 1e6:.1f} us per invoke = "
-          f"{alone / timings['cpu']['plain'] * 100:.2f}% of a plain invoke's CPU time")
+          f"{alone / timings['cpu']['off'] * 100:.2f}% of an invoke's CPU time (off)")
     if args.no_postgres:
         return
     from langgraph.checkpoint.postgres import PostgresSaver
@@ -153,9 +162,12 @@ def main() -> None:
             pg = agents(saver)
             timings = measure({k: one_invoke(v) for k, v in pg.items()}, max(args.runs // 3, 10), args.rounds)
             report("PostgreSQL", timings)
-            alone = lease_alone(pg["controlled"], 20, args.runs)
+            alone = lease_alone(pg["on"], 20, args.runs)
             print(f"PostgreSQL lease operations alone: {alone * 1e6:.1f} us per invoke = "
-                  f"{alone / timings['wall']['plain'] * 100:.1f}% of a plain invoke's wall time")
+                  f"{alone / timings['wall']['off'] * 100:.1f}% of an invoke's wall time (off)")
+            (off_stmts, off_trips), (on_stmts, on_trips) = (traffic(saver, pg[k], 20) for k in ("off", "on"))
+            print(f"PostgreSQL per invoke: statements off {off_stmts:g}, on {on_stmts:g} ({on_stmts - off_stmts:+g}); "
+                  f"round trips off {off_trips:g}, on {on_trips:g} ({on_trips - off_trips:+g})")
     except PostgresUnavailable as exc:
         print(f"PostgreSQL: skipped ({exc})")
 

@@ -1,13 +1,15 @@
-"""Run control: one run per thread, resumes applied exactly once, deadlines and cancellation (issue 14).
+"""Run control: one run per thread, resumes applied exactly once, deadlines and cancellation (issues 14, 23).
 
-``with_run_control(agent, RunControl(...))`` wraps a compiled agent built with
-``middleware=controlled_middleware([...])``. See ``docs/production.md``.
+On by default for ``create_agent(..., checkpointer=saver)``; ``run_control=RunControl(...)`` tunes it and
+``run_control=False`` turns it off. See ``docs/production.md``.
 """
 
 from middleware_kit.run_control.agent import ControlledAgent, acancel_run, cancel_run, with_run_control
 from middleware_kit.run_control.control import RunControl, RunHandle, current_handle
 from middleware_kit.run_control.errors import (
+    AmbiguousResumeError,
     InterruptAlreadyResolvedError,
+    LeaseLostError,
     NothingToResumeError,
     PendingApprovalError,
     ResumeError,
@@ -17,6 +19,7 @@ from middleware_kit.run_control.errors import (
     RunDeadlineExceededError,
     ThreadBusyError,
     UnknownInterruptError,
+    UnsharedLeaseWarning,
 )
 from middleware_kit.run_control.lease import backend_for
 from middleware_kit.run_control.middleware import (
@@ -27,8 +30,10 @@ from middleware_kit.run_control.middleware import (
 )
 
 __all__ = [
+    "AmbiguousResumeError",
     "ControlledAgent",
     "InterruptAlreadyResolvedError",
+    "LeaseLostError",
     "NothingToResumeError",
     "PendingApprovalError",
     "ResumeError",
@@ -43,6 +48,7 @@ __all__ = [
     "RunHandle",
     "ThreadBusyError",
     "UnknownInterruptError",
+    "UnsharedLeaseWarning",
     "acancel_run",
     "backend_for",
     "cancel_run",

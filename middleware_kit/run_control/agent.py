@@ -1,22 +1,25 @@
-"""``ControlledAgent`` / ``with_run_control``: a compiled agent whose runs take the thread's lease first.
+"""``ControlledAgent``: a compiled agent whose runs take the thread's lease first (``create_agent`` returns one
+when the agent has a checkpointer, unless ``run_control=False``).
 
 ``Pregel.invoke`` and ``ainvoke`` run through ``self.stream`` / ``self.astream`` (as do ``stream_events`` v3 and the
 v3 streaming API), so overriding those two puts every run under control. The order inside a run:
 
 1. take the thread's lease (reject or wait, :mod:`~middleware_kit.run_control.lease`) -- before anything reads the
    thread's state, so two runs never read the same checkpoint and no turn is lost;
-2. start the heartbeat (lease renewal, cross-process cancel requests);
-3. admit the input under the lease: a resume must answer a pending interrupt (else ``NothingToResumeError``,
-   ``InterruptAlreadyResolvedError`` or ``UnknownInterruptError``, and nothing runs); the interrupts it answers are
-   recorded as resolved by this run; new input while an interrupt is pending follows ``on_pending_input``
-   (``"queue"``: the input is held in the lease's database and the call returns the thread as it is);
-4. run the graph with the run's :class:`~middleware_kit.run_control.control.RunHandle` in its config;
-5. with ``on_pending_input="queue"``, once no interrupt is pending, run the held inputs in arrival order (each a new
+2. start the heartbeat (lease renewal, cross-process cancel requests: :mod:`~middleware_kit.run_control.heartbeat`;
+   none for in-process leases, which do not expire);
+3. run the graph with LangGraph's strict resume on, the run's
+   :class:`~middleware_kit.run_control.control.RunHandle` in its config, and the run's saver
+   (:class:`~middleware_kit.run_control.saver.RunSaver`): the input is admitted on the checkpoint LangGraph loads
+   (:mod:`~middleware_kit.run_control.admission`; a refusal raises before anything is written), the interrupts it
+   answers are recorded as resolved before its first write, and every write is fenced by the lease;
+4. with ``on_pending_input="queue"``: new input while a review is pending is held (checked before the run) and the
+   call returns the thread as it is; once no interrupt is pending, the held inputs run in arrival order (each a new
    turn, streamed by this same call), until one pauses again;
-6. release the lease (only if still ours), then raise ``RunDeadlineExceededError`` / ``RunCancelledError`` if the
+5. release the lease (only if still ours), then raise ``RunDeadlineExceededError`` / ``RunCancelledError`` if the
    policy says so (the thread was closed cleanly by ``RunControlMiddleware`` first).
 
-Everything else is the compiled graph's own: ``with_run_control`` makes a shallow copy of its attributes.
+Everything else is the compiled graph's own: the controlled agent shares the compiled graph's attributes.
 """
 
 from __future__ import annotations
@@ -24,121 +27,44 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
+import time
 import uuid
-from collections.abc import AsyncIterator, Generator, Iterator, Sequence
+import warnings
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any, Self, cast
 
 from langchain_core.runnables import RunnableConfig
+from langgraph._internal._constants import CONFIG_KEY_STRICT_RESUME
 from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.errors import GraphDrained
+from langgraph.errors import UnknownInterruptError as LangGraphUnknownInterruptError
 from langgraph.graph.state import CompiledStateGraph
+from langgraph.runtime import RunControl as DrainControl
 from langgraph.types import Command
 
+from middleware_kit.compiled import CompiledAgent
+from middleware_kit.drive import Step, Steps, run_async, run_sync
+from middleware_kit.run_control.admission import is_new_input, pending_interrupts, queue_flow, refusal_flow
 from middleware_kit.run_control.control import HANDLE_KEY, OWNER, RunControl, RunHandle
 from middleware_kit.run_control.errors import (
-    InterruptAlreadyResolvedError,
-    NothingToResumeError,
-    PendingApprovalError,
+    LeaseLostError,
+    ResumeError,
     RunCancelledError,
     RunControlConfigError,
     RunDeadlineExceededError,
-    UnknownInterruptError,
+    ThreadBusyError,
+    UnsharedLeaseWarning,
 )
-from middleware_kit.run_control.lease import Call, LeaseBackend, LeaseStep, acquire_flow, adrive, backend_for, drive
+from middleware_kit.run_control.heartbeat import BEATS, abeat
+from middleware_kit.run_control.lease import LeaseBackend, acquire_flow, adrive, backend_for, drive, shared
+from middleware_kit.run_control.saver import RunSaver
 
 __all__ = ["ControlledAgent", "acancel_run", "cancel_run", "with_run_control"]
 
 INTERRUPT = "__interrupt__"
-_HEX = frozenset("0123456789abcdef")
 
 _LOCAL: dict[tuple[int, str], RunHandle] = {}
 _LOCAL_LOCK = threading.Lock()
-LEASE_LOST = "its lease expired and another run took the thread over"
-
-
-def _pending_ids(checkpoint: Any) -> list[str]:
-    """Ids of the interrupts pending in a checkpoint tuple (its pending ``__interrupt__`` writes)."""
-    ids: list[str] = []
-    for _task, channel, value in getattr(checkpoint, "pending_writes", None) or ():
-        if channel != INTERRUPT:
-            continue
-        for item in value if isinstance(value, (list, tuple)) else (value,):
-            interrupt_id = getattr(item, "id", None)
-            if isinstance(interrupt_id, str) and interrupt_id not in ids:
-                ids.append(interrupt_id)
-    return ids
-
-
-def _targeted(resume: Any) -> list[str] | None:
-    """The interrupt ids a ``Command(resume={id: value, ...})`` answers (LangGraph's own test), else None."""
-    if isinstance(resume, dict) and resume and all(
-        isinstance(k, str) and len(k) == 32 and set(k) <= _HEX for k in resume
-    ):
-        return list(resume)
-    return None
-
-
-class _Target:
-    """What an admission flow calls: the lease backend's operations plus the thread's latest checkpoint."""
-
-    def __init__(self, backend: LeaseBackend, saver: BaseCheckpointSaver[Any], config: RunnableConfig) -> None:
-        self.backend = backend
-        self.saver = saver
-        self.config = config
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.backend, name)
-
-    def _probe(self) -> bool:
-        return not (self.config.get("configurable") or {}).get("checkpoint_id")
-
-    def pending(self, quick: bool = False) -> list[str]:
-        """Ids of the interrupts pending on the thread; ``quick``: a cheap probe first (new input, usually none)."""
-        if quick and self._probe() and not self.backend.may_have_interrupt(self.config["configurable"]["thread_id"]):
-            return []
-        return _pending_ids(self.saver.get_tuple(self.config))
-
-    async def apending(self, quick: bool = False) -> list[str]:
-        thread_id = self.config["configurable"]["thread_id"]
-        if quick and self._probe() and not await self.backend.amay_have_interrupt(thread_id):
-            return []
-        return _pending_ids(await self.saver.aget_tuple(self.config))
-
-
-def admit_flow(input: Any, handle: RunHandle) -> Generator[LeaseStep, Any, bool]:
-    """Decide, under the lease, whether ``input`` may run (see the module doc, step 3); False: it was queued."""
-    control, thread_id = handle.control, handle.thread_id
-    is_resume = isinstance(input, Command) and input.resume is not None
-    is_new = input is not None and not isinstance(input, Command)
-    if not is_resume and not is_new:
-        return True
-    pending: list[str] = yield Call("pending", (is_new,))
-    if is_new:
-        if not pending:
-            return True
-        if control.on_pending_input == "reject":
-            raise PendingApprovalError(thread_id, pending)
-        if control.on_pending_input == "queue":
-            yield Call("push_input", (thread_id, input))
-            return False
-        yield Call("record_resolved", (thread_id, pending, handle.run_id))  # abandoned by this run
-        return True
-    resume = cast(Command[Any], input).resume
-    targeted = _targeted(resume)
-    answering = pending if targeted is None else targeted
-    missing = [i for i in answering if i not in pending] if targeted is not None else []
-    if missing or not pending:
-        resolved = dict((yield Call("resolved", (thread_id,))))
-        if targeted is None:
-            if resolved:
-                newest = next(iter(resolved))
-                raise InterruptAlreadyResolvedError(thread_id, newest, resolved[newest])
-            raise NothingToResumeError(thread_id)
-        for interrupt_id in missing:
-            if interrupt_id in resolved:
-                raise InterruptAlreadyResolvedError(thread_id, interrupt_id, resolved[interrupt_id])
-        raise UnknownInterruptError(thread_id, missing[0], pending)
-    yield Call("record_resolved", (thread_id, answering, handle.run_id))
-    return True
 
 
 def held_chunks(graph: Any, kwargs: dict[str, Any], values: dict[str, Any], interrupts: Sequence[Any],
@@ -174,17 +100,12 @@ def _held_event(handle: RunHandle, pending: Sequence[Any]) -> dict[str, Any]:
 
 
 def _outcome(handle: RunHandle) -> None:
+    if handle.lease_lost:
+        return  # what it did under the lease stands; nothing after was written (a refused write raised already)
     if handle.stop_kind == "deadline" and handle.control.on_deadline == "raise":
         raise RunDeadlineExceededError(handle.thread_id, handle.run_id, cast(float, handle.control.deadline))
     if handle.stop_kind == "cancelled" and handle.control.on_cancel == "raise":
         raise RunCancelledError(handle.thread_id, handle.run_id, handle.stop_reason)
-
-
-def _beat(handle: RunHandle, alive: bool, reason: str | None) -> None:
-    if reason:
-        handle.stop("cancelled", reason)
-    elif not alive:
-        handle.stop("cancelled", LEASE_LOST)
 
 
 def _register(backend: LeaseBackend, handle: RunHandle) -> None:
@@ -198,29 +119,31 @@ def _unregister(backend: LeaseBackend, handle: RunHandle) -> None:
             del _LOCAL[(id(backend), handle.thread_id)]
 
 
-def _stop_local(backend: LeaseBackend, thread_id: str, run_id: str | None, reason: str) -> str | None:
+def _stop_local(backend: LeaseBackend, thread_id: str, run_id: str | None, reason: str) -> tuple[bool, str | None]:
+    """(a run of this process holds the thread, the id of the run flagged: None when it had already finished)."""
     with _LOCAL_LOCK:
         handle = _LOCAL.get((id(backend), thread_id))
     if handle is None or (run_id is not None and handle.run_id != run_id):
-        return None
-    handle.stop("cancelled", reason)
-    return handle.run_id
+        return False, None
+    if handle.stop("cancelled", reason) or handle.stop_kind == "cancelled":
+        return True, handle.run_id
+    return True, None  # it finished on its own: its result stands
 
 
-class ControlledAgent(CompiledStateGraph[Any, Any, Any, Any]):
-    """A compiled agent whose runs are under :class:`RunControl` (built by :func:`with_run_control`).
+def _is_review(value: Any) -> bool:
+    """A human-in-the-loop review (``HumanInTheLoopMiddleware``'s interrupt value, batched or per call)."""
+    return isinstance(value, Mapping) and ("action_requests" in value or value.get("type") == "tool_approval")
+
+
+class ControlledAgent(CompiledAgent[Any]):
+    """A compiled agent whose runs are under :class:`RunControl` (what ``create_agent`` returns with a
+    checkpointer, unless ``run_control=False``).
 
     A drop-in for the compiled graph: every method and attribute is the graph's own; ``stream``/``astream`` (and so
     ``invoke``/``ainvoke``) take the thread's lease first. Adds :meth:`cancel` / :meth:`acancel`.
     """
 
     run_control: RunControl
-
-    def copy(self, update: dict[str, Any] | None = None) -> Self:
-        new = object.__new__(type(self))
-        new.__dict__.update(self.__dict__)
-        new.__dict__.update(update or {})
-        return new
 
     # -- plumbing ----------------------------------------------------------------------------------------------
     def _controlled(self, config: RunnableConfig | None) -> tuple[LeaseBackend | None, RunHandle] | None:
@@ -235,31 +158,52 @@ class ControlledAgent(CompiledStateGraph[Any, Any, Any, Any]):
         run_id = str((config or {}).get("run_id") or uuid.uuid4())
         return backend, RunHandle(str(thread_id), run_id, self.run_control, backend)
 
-    def _lease(self, handle: RunHandle) -> Generator[LeaseStep, Any, None]:
+    def _lease(self, handle: RunHandle, *, wait: bool | None = None) -> Any:
         control = self.run_control
         return acquire_flow(handle.thread_id, handle.run_id, OWNER, ttl=control.ttl,
-                            wait=control.on_conflict == "wait", wait_timeout=control.wait_timeout,
-                            poll=control.poll_interval)
+                            wait=control.on_conflict == "wait" if wait is None else wait,
+                            wait_timeout=control.wait_timeout, poll=control.poll_interval)
 
     def _configurable(self, config: RunnableConfig | None) -> dict[str, Any]:
         """The run's ``configurable`` (the agent's own, then the call's): all the lease needs of the config,
         without the cost of ``merge_configs`` (callbacks, tags) on every invoke."""
         return {**((self.config or {}).get("configurable") or {}), **((config or {}).get("configurable") or {})}
 
-    def _target(self, backend: LeaseBackend, config: RunnableConfig | None) -> _Target:
-        checkpoint = {k: v for k, v in self._configurable(config).items()
-                      if k in ("thread_id", "checkpoint_ns", "checkpoint_id")}
-        return _Target(backend, cast(BaseCheckpointSaver[Any], self.checkpointer),
-                       cast(RunnableConfig, {"configurable": checkpoint}))
+    def _thread_config(self, config: RunnableConfig | None) -> RunnableConfig:
+        return cast(RunnableConfig, {"configurable": {k: v for k, v in self._configurable(config).items()
+                                                      if k in ("thread_id", "checkpoint_ns", "checkpoint_id")}})
 
-    @staticmethod
-    def _with_handle(config: RunnableConfig | None, handle: RunHandle) -> RunnableConfig:
-        """The call's config with the run's handle (and its id as the root run's id, for tracing)."""
+    def _slice(self, input: Any, config: RunnableConfig | None, handle: RunHandle, backend: LeaseBackend,
+               kwargs: dict[str, Any]) -> tuple[Self, RunnableConfig, dict[str, Any]]:
+        """One graph run under the lease: a shallow copy of this graph whose checkpointer is the run's saver
+        (admission, resolved interrupts, the fence; lending it through ``configurable`` instead, as LangGraph lends a
+        subgraph its parent's, measured ~8% slower per invoke), and the config and keyword arguments: the run's
+        handle, LangGraph's strict resume for a resume, and a LangGraph run control to drain the run by when its
+        lease is lost."""
+        saver = RunSaver.for_run(cast(BaseCheckpointSaver[Any], self.checkpointer), handle, backend, input)
+        graph = self.copy({"checkpointer": saver})
         out: dict[str, Any] = dict(config or {})
         out["configurable"] = {**(out.get("configurable") or {}), HANDLE_KEY: handle}
-        if out.get("run_id") is None and _is_uuid(handle.run_id):
+        if isinstance(input, Command) and input.resume is not None and input.resume != {}:
+            out["configurable"][CONFIG_KEY_STRICT_RESUME] = True  # (an empty map is the middleware's to refuse)
+        if out.get("run_id") is None:  # the run's id (a uuid4 made by _controlled) as the root run's, for tracing
             out["run_id"] = uuid.UUID(handle.run_id)
-        return cast(RunnableConfig, out)
+        if backend.expires:
+            handle.drain = kwargs.get("control") or DrainControl()
+            kwargs = {**kwargs, "control": handle.drain}
+        handle.base, handle.slice_started = _fresh_clock(input), _now()
+        return graph, cast(RunnableConfig, out), kwargs
+
+    @staticmethod
+    def _refused(exc: BaseException, handle: RunHandle) -> Any:
+        """LangGraph's strict-resume refusal in our terms (a flow for the lease drivers), or None to re-raise it."""
+        if isinstance(exc, LangGraphUnknownInterruptError) and not isinstance(exc, ResumeError) and \
+                exc.reason in ("not_pending", "ambiguous"):
+            return refusal_flow(exc, handle)
+        return None
+
+    def _held(self, kwargs: dict[str, Any], handle: RunHandle, snapshot: Any) -> list[Any]:
+        return held_chunks(self, kwargs, snapshot.values, snapshot.interrupts, _held_event(handle, snapshot.interrupts))
 
     # -- runs ----------------------------------------------------------------------------------------------------
     def stream(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Iterator[Any]:
@@ -270,51 +214,48 @@ class ControlledAgent(CompiledStateGraph[Any, Any, Any, Any]):
         backend, handle = controlled
         if backend is None:  # nothing to lease: the run only gets its deadline checks
             handle.base, handle.slice_started = 0.0, _now()
-            yield from super().stream(input, self._with_handle(config, handle), **kwargs)
+            yield from super().stream(input, _with_handle(config, handle), **kwargs)
             _outcome(handle)
             return
-        drive(self._lease(handle), backend)
-        done = threading.Event()
-        beat: threading.Thread | None = None
+        handle.leased(drive(self._lease(handle), backend))
         try:
             _register(backend, handle)
-            target = self._target(backend, config)
-            if not drive(admit_flow(input, handle), target):
-                snapshot = self.get_state(target.config)
-                event = _held_event(handle, snapshot.interrupts)
-                yield from held_chunks(self, kwargs, snapshot.values, snapshot.interrupts, event)
-                return
+            saver = cast(BaseCheckpointSaver[Any], self.checkpointer)
+            thread = self._thread_config(config)
+            if self.run_control.on_pending_input == "queue" and is_new_input(input):
+                pending = [i.id for i in pending_interrupts(saver.get_tuple(thread))]
+                if not drive(queue_flow(input, handle, pending), backend):
+                    yield from self._held(kwargs, handle, self.get_state(thread))
+                    return
             if backend.expires:
-                beat = threading.Thread(target=self._heartbeat, args=(backend, handle, done), daemon=True,
-                                        name=f"run-control-heartbeat-{handle.thread_id}")
-                beat.start()
-            handle.base, handle.slice_started = _fresh_clock(input), _now()
-            run_config = self._with_handle(config, handle)
-            yield from super().stream(input, run_config, **kwargs)
-            while self.run_control.on_pending_input == "queue" and handle.stop_kind is None:
-                if target.pending():
+                BEATS.add(backend, handle)
+            while True:
+                yield from self._run_slice(input, config, handle, backend, kwargs)
+                if self.run_control.on_pending_input != "queue" or handle.stop_kind is not None:
                     break
-                found, held = backend.pop_input(handle.thread_id)
+                if pending_interrupts(saver.get_tuple(thread)):
+                    break
+                found, input = backend.pop_input(handle.thread_id)
                 if not found:
                     break
-                handle.base, handle.slice_started = 0.0, _now()
-                yield from super().stream(held, run_config, **kwargs)
         finally:
-            done.set()
-            if beat is not None:
-                beat.join()
+            BEATS.remove(handle)
             _unregister(backend, handle)
             backend.release(handle.thread_id, handle.run_id)
         _outcome(handle)
 
-    def _heartbeat(self, backend: LeaseBackend, handle: RunHandle, done: threading.Event) -> None:
-        control = self.run_control
-        while not done.wait(control.heartbeat):
-            try:
-                alive, reason = backend.renew(handle.thread_id, handle.run_id, control.ttl)
-            except Exception:  # a database hiccup: try again next beat (the TTL covers several)
-                continue
-            _beat(handle, alive, reason)
+    def _run_slice(self, input: Any, config: RunnableConfig | None, handle: RunHandle, backend: LeaseBackend,
+                   kwargs: dict[str, Any]) -> Iterator[Any]:
+        graph, run_config, run_kwargs = self._slice(input, config, handle, backend, kwargs)
+        try:
+            yield from super(ControlledAgent, graph).stream(input, run_config, **run_kwargs)
+        except (LangGraphUnknownInterruptError, GraphDrained) as exc:
+            if isinstance(exc, GraphDrained) and handle.lease_lost:
+                raise LeaseLostError(handle.thread_id, handle.run_id, handle.control.ttl) from exc
+            refusal = self._refused(exc, handle)
+            if refusal is None:
+                raise
+            raise drive(refusal, backend) from exc
 
     async def astream(
         self, input: Any, config: RunnableConfig | None = None, **kwargs: Any
@@ -327,36 +268,34 @@ class ControlledAgent(CompiledStateGraph[Any, Any, Any, Any]):
         backend, handle = controlled
         if backend is None:  # nothing to lease: the run only gets its deadline checks
             handle.base, handle.slice_started = 0.0, _now()
-            async for chunk in super().astream(input, self._with_handle(config, handle), **kwargs):
+            async for chunk in super().astream(input, _with_handle(config, handle), **kwargs):
                 yield chunk
             _outcome(handle)
             return
-        await adrive(self._lease(handle), backend)
+        handle.leased(await adrive(self._lease(handle), backend))
         beat: asyncio.Task[None] | None = None
         try:
             _register(backend, handle)
-            target = self._target(backend, config)
-            if not await adrive(admit_flow(input, handle), target):
-                snapshot = await self.aget_state(target.config)
-                event = _held_event(handle, snapshot.interrupts)
-                for chunk in held_chunks(self, kwargs, snapshot.values, snapshot.interrupts, event):
-                    yield chunk
-                return
+            saver = cast(BaseCheckpointSaver[Any], self.checkpointer)
+            thread = self._thread_config(config)
+            if self.run_control.on_pending_input == "queue" and is_new_input(input):
+                pending = [i.id for i in pending_interrupts(await saver.aget_tuple(thread))]
+                if not await adrive(queue_flow(input, handle, pending), backend):
+                    for chunk in self._held(kwargs, handle, await self.aget_state(thread)):
+                        yield chunk
+                    return
             if backend.expires:
-                beat = asyncio.create_task(self._aheartbeat(backend, handle))
-            handle.base, handle.slice_started = _fresh_clock(input), _now()
-            run_config = self._with_handle(config, handle)
-            async for chunk in super().astream(input, run_config, **kwargs):
-                yield chunk
-            while self.run_control.on_pending_input == "queue" and handle.stop_kind is None:
-                if await target.apending():
+                beat = asyncio.create_task(abeat(backend, handle))
+            while True:
+                async for chunk in self._arun_slice(input, config, handle, backend, kwargs):
+                    yield chunk
+                if self.run_control.on_pending_input != "queue" or handle.stop_kind is not None:
                     break
-                found, held = await backend.apop_input(handle.thread_id)
+                if pending_interrupts(await saver.aget_tuple(thread)):
+                    break
+                found, input = await backend.apop_input(handle.thread_id)
                 if not found:
                     break
-                handle.base, handle.slice_started = 0.0, _now()
-                async for chunk in super().astream(held, run_config, **kwargs):
-                    yield chunk
         finally:
             if beat is not None:
                 beat.cancel()
@@ -366,25 +305,72 @@ class ControlledAgent(CompiledStateGraph[Any, Any, Any, Any]):
             await asyncio.shield(backend.arelease(handle.thread_id, handle.run_id))
         _outcome(handle)
 
-    async def _aheartbeat(self, backend: LeaseBackend, handle: RunHandle) -> None:
-        control = self.run_control
-        while True:
-            await asyncio.sleep(control.heartbeat)
-            try:
-                alive, reason = await backend.arenew(handle.thread_id, handle.run_id, control.ttl)
-            except Exception:
-                continue
-            _beat(handle, alive, reason)
+    async def _arun_slice(self, input: Any, config: RunnableConfig | None, handle: RunHandle,
+                          backend: LeaseBackend, kwargs: dict[str, Any]) -> AsyncIterator[Any]:
+        graph, run_config, run_kwargs = self._slice(input, config, handle, backend, kwargs)
+        try:
+            async for chunk in super(ControlledAgent, graph).astream(input, run_config, **run_kwargs):
+                yield chunk
+        except (LangGraphUnknownInterruptError, GraphDrained) as exc:
+            if isinstance(exc, GraphDrained) and handle.lease_lost:
+                raise LeaseLostError(handle.thread_id, handle.run_id, handle.control.ttl) from exc
+            refusal = self._refused(exc, handle)
+            if refusal is None:
+                raise
+            raise await adrive(refusal, backend) from exc
 
     # -- cancel --------------------------------------------------------------------------------------------------
     def cancel(self, thread_id: str, *, run_id: str | None = None, reason: str = "cancelled by request") -> bool:
         """Stop the run holding ``thread_id`` (only if it is ``run_id``, when given), wherever it runs; True if a
-        run was flagged. It ends at its next check with every tool call answered and a ``run_cancelled`` event."""
-        return cancel_run(self.checkpointer, thread_id, run_id=run_id, reason=reason) is not None
+        run was flagged. It ends at its next check with every tool call answered and a ``run_cancelled`` event.
+        With no run on the thread and a review pending on it (no ``run_id`` given), the review is resolved: its
+        calls are answered as not executed (cancelled), a final message says so, and a later resume of it gets
+        ``InterruptAlreadyResolvedError``."""
+        if cancel_run(self.checkpointer, thread_id, run_id=run_id, reason=reason) is not None:
+            return True
+        return run_id is None and bool(run_sync(self._closing(thread_id, reason)))
 
     async def acancel(self, thread_id: str, *, run_id: str | None = None, reason: str = "cancelled by request") -> bool:
         """Async twin of :meth:`cancel` (required with ``AsyncSqliteSaver`` / ``AsyncPostgresSaver``)."""
-        return await acancel_run(self.checkpointer, thread_id, run_id=run_id, reason=reason) is not None
+        if await acancel_run(self.checkpointer, thread_id, run_id=run_id, reason=reason) is not None:
+            return True
+        return run_id is None and bool(await run_async(self._closing(thread_id, reason)))
+
+    def _closing(self, thread_id: str, reason: str) -> Steps[bool]:
+        """Resolve the review a thread is paused on, as cancelled (one body for :meth:`cancel` and
+        :meth:`acancel`): under the thread's lease, its open calls are answered as not executed and a final message
+        added (as the node that paused, so the thread ends there), and its interrupts are recorded as resolved."""
+        from middleware_kit.pairing import close_pending
+        from middleware_kit.run_control.middleware import final_message
+
+        backend = backend_for(self.checkpointer)
+        handle = RunHandle(thread_id, str(uuid.uuid4()), self.run_control, backend)
+        try:
+            yield Step(drive, adrive, self._lease(handle, wait=False), backend)
+        except ThreadBusyError:  # a run started meanwhile: it is the one to cancel
+            return False
+        try:
+            config: Any = {"configurable": {"thread_id": thread_id}}
+            snapshot = yield Step(self.get_state, self.aget_state, config)
+            tasks = [t for t in snapshot.tasks if t.interrupts]
+            if not tasks or not all(_is_review(i.value) for t in tasks for i in t.interrupts):
+                return False
+            handle.stop("cancelled", reason)
+            fix = close_pending(snapshot.values.get("messages") or [], f"the run was cancelled ({reason}).")
+            update = {"messages": [*(fix.update if fix is not None else []), final_message(handle)]}
+            yield Step(self.update_state, self.aupdate_state, config, update, tasks[0].name)
+            ids = [i.id for t in tasks for i in t.interrupts]
+            yield Step(backend.record_resolved, backend.arecord_resolved, thread_id, ids, handle.run_id)
+            return True
+        finally:
+            yield Step(backend.release, backend.arelease, thread_id, handle.run_id)
+
+
+def _with_handle(config: RunnableConfig | None, handle: RunHandle) -> RunnableConfig:
+    """The call's config with the run's handle (a run with no thread to lease: deadline checks only)."""
+    out: dict[str, Any] = dict(config or {})
+    out["configurable"] = {**(out.get("configurable") or {}), HANDLE_KEY: handle}
+    return cast(RunnableConfig, out)
 
 
 def _fresh_clock(input: Any) -> float | None:
@@ -394,17 +380,7 @@ def _fresh_clock(input: Any) -> float | None:
 
 
 def _now() -> float:
-    import time
-
     return time.monotonic()
-
-
-def _is_uuid(value: str) -> bool:
-    try:
-        uuid.UUID(value)
-    except ValueError:
-        return False
-    return True
 
 
 def _saver(checkpointer: Any) -> BaseCheckpointSaver[Any]:
@@ -424,8 +400,8 @@ def cancel_run(
     cancelled run's id, or None if no (matching) run holds the thread. Sync checkpointers only (else
     :func:`acancel_run`), except for a run of this process, which is flagged directly."""
     backend = backend_for(_saver(checkpointer))
-    local = _stop_local(backend, thread_id, run_id, reason)
-    if local is not None and not backend.expires:
+    here, local = _stop_local(backend, thread_id, run_id, reason)
+    if here and (local is None or not backend.expires):
         return local
     try:
         remote = backend.request_cancel(thread_id, run_id, reason)
@@ -441,8 +417,8 @@ async def acancel_run(
 ) -> str | None:
     """Async twin of :func:`cancel_run`."""
     backend = backend_for(_saver(checkpointer))
-    local = _stop_local(backend, thread_id, run_id, reason)
-    if local is not None and not backend.expires:
+    here, local = _stop_local(backend, thread_id, run_id, reason)
+    if here and (local is None or not backend.expires):
         return local
     remote = await backend.arequest_cancel(thread_id, run_id, reason)
     return local or remote
@@ -453,8 +429,6 @@ def with_run_control(
 ) -> ControlledAgent:
     """Deprecated: ``create_agent(..., run_control=RunControl(...))`` does this (and run control is on by default
     for an agent with a checkpointer). ``agent`` with its runs under ``control`` (default ``RunControl()``)."""
-    import warnings
-
     warnings.warn(
         "with_run_control(agent, control) is no longer needed and will be removed in the next release: run control "
         "is on by default for an agent built by create_agent with a checkpointer; pass "
@@ -481,31 +455,48 @@ def attach_run_control(agent: CompiledStateGraph[Any, Any, Any, Any], control: R
             parameter="agent",
         )
     plan = getattr(agent, "middleware_plan", None)
-    names: Sequence[str] = getattr(plan, "middleware", ()) if plan is not None else ()
+    names: Sequence[str] = getattr(plan, "engine", ()) if plan is not None else ()
     if plan is not None and (not names or names[0] != "RunControlMiddleware" or names[-1] != "RunControlGuard"):
         raise RunControlConfigError(
-            f"with_run_control: the agent's middleware is {list(names)}; run control needs RunControlMiddleware "
+            f"with_run_control: the agent's engine layers are {list(names)}; run control needs RunControlMiddleware "
             f"first and RunControlGuard last. Build the agent with create_agent(..., run_control=RunControl(...)), "
             f"which adds both.",
             parameter="agent",
         )
-    controlled: ControlledAgent = object.__new__(_controlled_class(type(agent)))
+    _check_sharing(agent.checkpointer, control)
+    controlled: ControlledAgent = object.__new__(ControlledAgent)  # CompiledAgent's entry checks included
     controlled.__dict__.update(agent.__dict__)
     controlled.run_control = control
     return controlled
 
 
-_CONTROLLED: dict[type, type] = {}
-"""One controlled class per compiled-graph class (a bounded cache: the engine makes a handful of classes)."""
+_WARNED: set[type] = set()
+"""Checkpointer classes already warned about (``UnsharedLeaseWarning`` is said once per class)."""
 
 
-def _controlled_class(base: type) -> type[ControlledAgent]:
-    """``ControlledAgent`` on top of the agent's own class, so what that class adds around ``stream``/``astream``
-    (the input guards and the context check that ``create_agent`` installs) keeps running, under the lease."""
-    if issubclass(base, ControlledAgent):
-        return base
-    cls = _CONTROLLED.get(base)
-    if cls is None:
-        cls = type(ControlledAgent.__name__, (ControlledAgent, base), {"__qualname__": ControlledAgent.__qualname__})
-        _CONTROLLED[base] = cls
-    return cls
+def _check_sharing(saver: Any, control: RunControl) -> None:
+    """A checkpointer whose lease holds in this process only: an error with ``cross_process=True``, a warning once
+    per class with the default ``None``, nothing with ``False`` (or for ``InMemorySaver``)."""
+    if not isinstance(saver, BaseCheckpointSaver) or control.cross_process is False or shared(saver) is not None:
+        return
+    name = type(saver).__name__
+    holds = (f"one run per thread, exactly-once resumes and cancel hold among this process's runs only: the lease "
+             f"lives in this process, since middleware_kit cannot keep a lease in {name}'s storage (it can in "
+             f"SqliteSaver/AsyncSqliteSaver and PostgresSaver/AsyncPostgresSaver databases)")
+    if control.cross_process:
+        raise RunControlConfigError(
+            f"RunControl(cross_process=True) with checkpointer {name}: {holds}. Use one of those savers, or "
+            f"RunControl(cross_process=False) if one process serves each thread.",
+            parameter="cross_process",
+        )
+    with _LOCAL_LOCK:
+        if type(saver) in _WARNED:
+            return
+        _WARNED.add(type(saver))
+    warnings.warn(
+        f"Run control with checkpointer {name}: {holds}; runs in other processes sharing its threads are not kept "
+        f"out. To silence this, say which you mean: create_agent(..., run_control=RunControl(cross_process=False)) "
+        f"(one process per thread, on purpose) or run_control=False (no run control).",
+        UnsharedLeaseWarning,
+        stacklevel=4,
+    )

@@ -13,15 +13,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from middleware_kit.run_control.errors import RunControlConfigError
+from langgraph.runtime import RunControl as DrainControl
+
+from middleware_kit.run_control.errors import LeaseLostError, RunControlConfigError
 from middleware_kit.run_control.lease import LeaseBackend
 
-__all__ = ["HANDLE_KEY", "RunControl", "RunHandle", "StopKind", "current_handle"]
+__all__ = ["HANDLE_KEY", "LEASE_LOST", "RunControl", "RunHandle", "StopKind", "current_handle"]
 
 HANDLE_KEY = "__middleware_kit_run_handle"
 """Where a controlled run's :class:`RunHandle` travels in ``config["configurable"]`` (never checkpointed)."""
 
 StopKind = Literal["cancelled", "deadline"]
+LEASE_LOST = "its lease expired and another run took the thread over"
 OWNER = f"{socket.gethostname()}:{os.getpid()}"
 
 
@@ -36,8 +39,8 @@ def _positive(name: str, value: float | None, *, allow_none: bool) -> None:
         )
 
 
-def _choice(name: str, value: object, choices: tuple[str, ...]) -> None:
-    if value not in choices:
+def _choice(name: str, value: object, choices: tuple[object, ...]) -> None:
+    if not any(value is c or (isinstance(c, str) and value == c) for c in choices):
         raise RunControlConfigError(
             f"RunControl({name}={value!r}): use one of {', '.join(repr(c) for c in choices)}.", parameter=name
         )
@@ -78,6 +81,11 @@ class RunControl:
     ``InterruptAlreadyResolvedError``) and runs the input; ``"queue"`` holds the input (in the lease's database)
     and returns the thread as it is, still paused; the run that resolves the review then runs the held inputs in
     arrival order, each as a new turn, until one pauses again."""
+    cross_process: bool | None = None
+    """Whether the lease must hold across processes. None (default): it does on SQLite and PostgreSQL savers and,
+    with any other checkpointer but ``InMemorySaver``, holds in this process only and says so once
+    (``UnsharedLeaseWarning``); False: in this process only, on purpose (no warning); True: the agent refuses a
+    checkpointer that cannot hold a cross-process lease."""
 
     def __post_init__(self) -> None:
         _choice("on_conflict", self.on_conflict, ("reject", "wait"))
@@ -88,6 +96,7 @@ class RunControl:
         _choice("on_deadline", self.on_deadline, ("end", "raise"))
         _choice("on_cancel", self.on_cancel, ("end", "raise"))
         _choice("on_pending_input", self.on_pending_input, ("reject", "abandon", "queue"))
+        _choice("cross_process", self.cross_process, (None, True, False))
 
     def override(self, **changes: Any) -> RunControl:
         """A copy with ``changes`` applied (validated again)."""
@@ -114,8 +123,47 @@ class RunHandle:
     stop_kind: StopKind | None = None
     stop_reason: str = ""
     terminal_sent: bool = False
+    answering: tuple[str, ...] = ()
+    """Interrupt ids this run answers (a resume) or drops (``on_pending_input="abandon"``): recorded as resolved by
+    this run right before its first checkpoint write, i.e. once LangGraph's strict resume has accepted it."""
+    fence_at: float = math.inf
+    """Monotonic time after which this run no longer writes to the thread: a third of the ``ttl`` before its lease
+    can expire (renewed by the heartbeat). Infinite for in-process leases, which do not expire."""
+    lease_lost: bool = False
+    """The lease expired or was taken over: writes are refused (``LeaseLostError``) and LangGraph drains the run."""
+    drain: DrainControl | None = None
+    """LangGraph's own run control of this run (``stream(control=...)``): drained when the lease is lost."""
+    finished: bool = False
+    """The run reached its end on its own (``after_agent``): a later cancel or deadline is a no-op."""
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _wakers: list[Callable[[], None]] = field(default_factory=list, repr=False)
+
+    # -- lease -----------------------------------------------------------------------------------------------
+    def leased(self, sent_at: float) -> None:
+        """The lease was taken or renewed by a statement sent at ``sent_at`` (monotonic): it cannot expire before
+        ``sent_at + ttl``; writes stop a third of the ttl earlier, leaving that much for a write in flight."""
+        if self.backend is not None and self.backend.expires:
+            self.fence_at = sent_at + self.control.ttl * 2 / 3
+
+    def lose_lease(self) -> None:
+        """Another run took the thread over: refuse every later write and drain the run (LangGraph's drain)."""
+        self.lease_lost = True
+        if self.drain is not None:
+            self.drain.request_drain("lease lost")
+        self.stop("cancelled", LEASE_LOST)
+
+    def fence(self) -> None:
+        """Before a checkpoint write: raise ``LeaseLostError`` unless the lease is certainly still this run's."""
+        if self.lease_lost or time.monotonic() >= self.fence_at:
+            if not self.lease_lost:
+                self.lose_lease()
+            raise LeaseLostError(self.thread_id, self.run_id, self.control.ttl)
+
+    def take_answering(self) -> tuple[str, ...]:
+        """The interrupt ids to record as resolved, once (the first write takes them)."""
+        with self._lock:
+            ids, self.answering = self.answering, ()
+            return ids
 
     # -- clock -----------------------------------------------------------------------------------------------
     def elapsed(self) -> float:
@@ -133,10 +181,15 @@ class RunHandle:
             self.base = float(saved) if isinstance(saved, (int, float)) else 0.0
 
     # -- stop ------------------------------------------------------------------------------------------------
-    def stop(self, kind: StopKind, reason: str) -> bool:
-        """Flag the run to stop at its next check; False if it was already flagged."""
+    def finish(self) -> None:
+        """The run reached its end on its own: its result stands; a cancel or deadline from now on is a no-op."""
         with self._lock:
-            if self.stop_kind is not None:
+            self.finished = True
+
+    def stop(self, kind: StopKind, reason: str) -> bool:
+        """Flag the run to stop at its next check; False if it was already flagged or has finished."""
+        with self._lock:
+            if self.stop_kind is not None or self.finished:
                 return False
             self.stop_kind, self.stop_reason = kind, reason
             wakers, self._wakers = self._wakers, []
@@ -147,7 +200,7 @@ class RunHandle:
 
     def check(self) -> StopKind | None:
         """The reason to stop now, if any (a passed deadline flags the run)."""
-        if self.stop_kind is None:
+        if self.stop_kind is None and not self.finished:
             remaining = self.remaining()
             if remaining is not None and remaining <= 0:
                 self.stop("deadline", f"its deadline of {self.control.deadline:g}s passed")

@@ -4,11 +4,16 @@ or interrupt involved) and saying what to do."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Literal
+
+from langgraph.errors import UnknownInterruptError as LangGraphUnknownInterruptError
 
 from middleware_kit.errors import MiddlewareConfigError, MiddlewareError
 
 __all__ = [
+    "AmbiguousResumeError",
     "InterruptAlreadyResolvedError",
+    "LeaseLostError",
     "NothingToResumeError",
     "PendingApprovalError",
     "ResumeError",
@@ -18,6 +23,7 @@ __all__ = [
     "RunDeadlineExceededError",
     "ThreadBusyError",
     "UnknownInterruptError",
+    "UnsharedLeaseWarning",
 ]
 
 NAME = "RunControl"
@@ -60,8 +66,27 @@ class ThreadBusyError(RunControlError):
         self.owner = owner
 
 
-class ResumeError(RunControlError):
-    """A ``Command(resume=...)`` that cannot apply: nothing ran, the thread is unchanged."""
+class _LangGraphResumeError(LangGraphUnknownInterruptError):
+    """LangGraph's strict-resume error as a base that takes only a message (its fields are set by the subclass), so
+    ``except langgraph.errors.UnknownInterruptError`` also catches ours."""
+
+    def __init__(self, message: str) -> None:
+        Exception.__init__(self, message)
+        self.reason = "not_pending"
+        self.interrupt_ids = ()
+        self.pending_ids = ()
+
+
+class ResumeError(RunControlError, _LangGraphResumeError):
+    """A ``Command(resume=...)`` that cannot apply: nothing ran, the thread is unchanged. Also a
+    ``langgraph.errors.UnknownInterruptError`` (LangGraph's strict-resume error; ``reason``, ``interrupt_ids`` and
+    ``pending_ids`` as LangGraph fills them)."""
+
+    def _langgraph(self, reason: Literal["not_pending", "empty_map", "ambiguous"], interrupt_ids: Sequence[str],
+                   pending_ids: Sequence[str]) -> None:
+        self.reason = reason
+        self.interrupt_ids = tuple(interrupt_ids)
+        self.pending_ids = tuple(pending_ids)
 
 
 class NothingToResumeError(ResumeError):
@@ -89,6 +114,7 @@ class InterruptAlreadyResolvedError(ResumeError):
         )
         self.interrupt_id = interrupt_id
         self.resolved_by = resolved_by
+        self._langgraph("not_pending", (interrupt_id,), ())
 
 
 class UnknownInterruptError(ResumeError):
@@ -104,6 +130,23 @@ class UnknownInterruptError(ResumeError):
         )
         self.interrupt_id = interrupt_id
         self.pending = tuple(pending)
+        self._langgraph("not_pending", (interrupt_id,), pending)
+
+
+class AmbiguousResumeError(ResumeError):
+    """A single resume value while several interrupts are pending: LangGraph cannot tell which it answers."""
+
+    def __init__(self, thread_id: str, pending: Sequence[str]) -> None:
+        ids = ", ".join(repr(p) for p in pending)
+        super().__init__(
+            f"Thread {thread_id!r} has {len(pending)} interrupts pending ({ids}); a single resume value cannot say "
+            f"which it answers, so nothing ran. Resume with Command(resume={{interrupt_id: value, ...}}), the ids "
+            f"from result['__interrupt__'] or agent.get_state(config).interrupts.",
+            thread_id=thread_id,
+            hook="resume",
+        )
+        self.pending = tuple(pending)
+        self._langgraph("ambiguous", (), pending)
 
 
 class PendingApprovalError(RunControlError):
@@ -148,3 +191,26 @@ class RunCancelledError(RunControlError):
         )
         self.run_id = run_id
         self.reason = reason
+
+
+class LeaseLostError(RunControlError):
+    """The run's lease passed (or may have passed) to another run: it was taken over, or went unrenewed for two thirds
+    of its ``ttl``. Nothing this run did after that was written to the thread (its checkpoint writes are fenced)."""
+
+    def __init__(self, thread_id: str, run_id: str, ttl: float) -> None:
+        super().__init__(
+            f"Run {run_id!r} lost the lease of thread {thread_id!r}: another run took the thread over, or the lease "
+            f"went unrenewed for two thirds of its ttl of {ttl:g}s (a stalled process or event loop), after which "
+            f"another run may take it. Nothing this run did after that was written to the thread; read "
+            f"agent.get_state(config) for its state. If runs stall that long, raise RunControl(ttl=...); under "
+            f"ainvoke, keep blocking calls off the event loop.",
+            thread_id=thread_id,
+            hook="lease",
+        )
+        self.run_id = run_id
+        self.ttl = ttl
+
+
+class UnsharedLeaseWarning(UserWarning):
+    """Run control is on, but the agent's checkpointer cannot hold a lease other processes see: one run per thread
+    holds in this process only. Emitted once per checkpointer class."""

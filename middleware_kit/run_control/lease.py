@@ -3,8 +3,9 @@
 One run per thread is a lease: a row keyed by ``thread_id`` naming the run that holds it, with an expiry renewed by a
 heartbeat while the run is alive. It lives next to the checkpoints, so there is nothing new to deploy:
 
-- ``InMemorySaver`` (any checkpointer that is not SQLite or PostgreSQL): a table in this process, under a lock. The
-  threads sharing it all die with the process, so its leases do not expire: a holder releases in ``finally``.
+- ``InMemorySaver`` (and any checkpointer that is not SQLite or PostgreSQL): a table in this process, under a lock.
+  Its leases do not expire: a holder releases in ``finally``. For a checkpointer other processes may share (a
+  custom saver), that holds in this process only, and the agent says so once (:func:`shared`).
 - ``SqliteSaver`` / ``AsyncSqliteSaver``: tables in the same SQLite file, changed under ``BEGIN IMMEDIATE``.
 - ``PostgresSaver`` / ``AsyncPostgresSaver``: tables in the same database. Taking a lease is one statement,
   ``INSERT ... ON CONFLICT (thread_id) DO UPDATE ... WHERE expired OR held by me``; expiry uses the server's clock, so
@@ -49,6 +50,7 @@ __all__ = [
     "acquire_flow",
     "backend_for",
     "drive",
+    "shared",
     "adrive",
 ]
 
@@ -125,13 +127,6 @@ class LeaseBackend:
         """(interrupt id, run that resolved it), newest first."""
         raise NotImplementedError
 
-    def may_have_interrupt(self, thread_id: str) -> bool:
-        """False only when a cheap read proves the thread's latest checkpoint has no pending interrupt."""
-        return True
-
-    async def amay_have_interrupt(self, thread_id: str) -> bool:
-        return self.may_have_interrupt(thread_id)
-
     def push_input(self, thread_id: str, value: Any) -> None:
         """Hold ``value`` (a run's input) at the end of the thread's queue."""
         raise NotImplementedError
@@ -183,12 +178,14 @@ def acquire_flow(
     wait: bool,
     wait_timeout: float | None,
     poll: float,
-) -> Generator[LeaseStep, Any, None]:
+) -> Generator[LeaseStep, Any, float]:
     """Take the lease of ``thread_id`` for ``run_id``: at once or :class:`ThreadBusyError` (``wait=False``), or in
-    ticket order, giving up after ``wait_timeout`` seconds (None: wait forever)."""
+    ticket order, giving up after ``wait_timeout`` seconds (None: wait forever). Returns when (``time.monotonic()``)
+    the statement that took it was sent: the lease cannot expire before that plus ``ttl``."""
+    sent = time.monotonic()
     holder: Holder | None = yield Call("try_acquire", (thread_id, run_id, owner, ttl, None))
     if holder is None:
-        return
+        return sent
     if not wait:
         raise ThreadBusyError(thread_id, holder.run_id, holder.owner)
     started = time.monotonic()
@@ -196,9 +193,10 @@ def acquire_flow(
     try:
         delay = min(0.005, poll)
         while True:
+            sent = time.monotonic()
             holder = yield Call("try_acquire", (thread_id, run_id, owner, ttl, ticket))
             if holder is None:
-                return
+                return sent
             waited = time.monotonic() - started
             if wait_timeout is not None and waited >= wait_timeout:
                 raise ThreadBusyError(thread_id, holder.run_id, holder.owner, waited=wait_timeout)
@@ -247,20 +245,6 @@ class MemoryLeaseBackend(LeaseBackend):
         self._resolved: dict[str, OrderedDict[str, str]] = {}
         self._queued: dict[str, list[Any]] = {}
         self._tickets = 0
-
-    def may_have_interrupt(self, thread_id: str) -> bool:
-        """For ``InMemorySaver``: look at the latest checkpoint's pending writes without loading the checkpoint."""
-        storage, writes = getattr(self.saver, "storage", None), getattr(self.saver, "writes", None)
-        if not isinstance(storage, dict) or not isinstance(writes, dict):
-            return True
-        try:
-            checkpoints = storage.get(thread_id, {}).get("", {})
-            if not checkpoints:
-                return False
-            latest = max(checkpoints)
-            return any(w[1] == "__interrupt__" for w in writes.get((thread_id, "", latest), {}).values())
-        except Exception:  # another layout: read the checkpoint instead
-            return True
 
     def push_input(self, thread_id: str, value: Any) -> None:
         with self._lock:
@@ -343,7 +327,6 @@ class _Dialect:
     serial: str
     real: str
     blob: str
-    writes: str
     param: str
 
     def q(self, sql: str) -> str:
@@ -352,11 +335,11 @@ class _Dialect:
 
 SQLITE = _Dialect(
     now="((julianday('now') - 2440587.5) * 86400.0)", serial="INTEGER PRIMARY KEY AUTOINCREMENT", real="REAL",
-    blob="BLOB", writes="writes", param="?",
+    blob="BLOB", param="?",
 )
 POSTGRES = _Dialect(
     now="extract(epoch from clock_timestamp())::float8", serial="BIGSERIAL PRIMARY KEY", real="DOUBLE PRECISION",
-    blob="BYTEA", writes="checkpoint_writes", param="%s",
+    blob="BYTEA", param="%s",
 )
 
 Stmt = tuple[str, tuple[Any, ...]]
@@ -412,13 +395,6 @@ class _SqlOps:
     def held_by(rows: list[list[tuple[Any, ...]]]) -> Holder:
         last = rows[-1]
         return Holder(last[0][0], last[0][1]) if last else Holder(None, None)
-
-    def probe(self, thread_id: str) -> list[Stmt]:
-        """Does the thread's latest checkpoint have a pending interrupt write (LangGraph's own tables)?"""
-        sql = (f"SELECT 1 FROM {self.d.writes} w WHERE w.thread_id = ? AND w.checkpoint_ns = '' "
-               f"AND w.channel = '__interrupt__' AND w.checkpoint_id = (SELECT max(c.checkpoint_id) "
-               f"FROM checkpoints c WHERE c.thread_id = ? AND c.checkpoint_ns = '') LIMIT 1")
-        return [(self.d.q(sql), (thread_id, thread_id))]
 
     def enqueue(self, thread_id: str, run_id: str) -> list[Stmt]:
         sql = f"INSERT INTO {WAITERS} (thread_id, run_id, seen_at) VALUES (?, ?, {{now}}) RETURNING ticket"
@@ -514,21 +490,6 @@ class _SqlBackend(LeaseBackend):
             return None
         return self.ops.held_by(await self._arun(self.ops.holder(thread_id), write=False))
 
-    def may_have_interrupt(self, thread_id: str) -> bool:
-        """One indexed read of LangGraph's tables (its schema not migrated yet: assume there may be one)."""
-        try:
-            return bool(self._run(self.ops.probe(thread_id), write=False)[-1])
-        except RunControlConfigError:
-            raise
-        except Exception:
-            return True
-
-    async def amay_have_interrupt(self, thread_id: str) -> bool:
-        try:
-            return bool((await self._arun(self.ops.probe(thread_id), write=False))[-1])
-        except Exception:
-            return True
-
     def enqueue(self, thread_id: str, run_id: str) -> int:
         return int(self._run(self.ops.enqueue(thread_id, run_id))[-1][0][0])
 
@@ -599,7 +560,6 @@ class SqliteLeaseBackend(_SqlBackend):
         conn = self.saver.conn
         with self.saver.lock:
             if not self._ready:
-                self.saver.setup()  # the probe reads LangGraph's tables
                 for sql in _ddl(self.dialect):
                     conn.execute(sql)
                 conn.commit()
@@ -644,8 +604,6 @@ class AsyncSqliteLeaseBackend(_SqlBackend):
 
     async def _arun(self, stmts: list[Stmt], write: bool = True) -> list[list[tuple[Any, ...]]]:
         conn = self.saver.conn
-        if not self._ready:
-            await self.saver.setup()  # the probe reads LangGraph's tables
         async with self.saver.lock:
             if not self._ready:
                 for sql in _ddl(self.dialect):
@@ -818,6 +776,18 @@ def _kind(saver: Any) -> Callable[[Any], LeaseBackend] | None:
         if qual == "langgraph.checkpoint.postgres.aio.AsyncPostgresSaver":
             return AsyncPostgresLeaseBackend
     return None
+
+
+def shared(saver: Any) -> bool | None:
+    """Whether the lease of ``saver``'s threads is seen by other processes: True on SQLite and PostgreSQL (it lives in
+    their database); False for ``InMemorySaver`` (its threads live and die with this process, so an in-process
+    lease is all there is to hold); None for any other checkpointer: its threads may be shared by other processes,
+    but its lease holds in this process only."""
+    if _kind(saver) is not None:
+        return True
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    return False if isinstance(saver, InMemorySaver) else None
 
 
 def backend_for(saver: Any) -> LeaseBackend:

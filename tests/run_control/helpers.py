@@ -23,7 +23,7 @@ from pydantic import Field
 from middleware_kit import create_agent
 from middleware_kit.middleware import AgentMiddleware
 from middleware_kit.middlewares.human_in_the_loop import HumanInTheLoopMiddleware
-from middleware_kit.run_control import RunControl, controlled_middleware, with_run_control
+from middleware_kit.run_control import RunControl
 from middleware_kit.testing import ScriptedChatModel, tool_call
 
 APPROVE = {"decisions": [{"type": "approve"}]}
@@ -96,10 +96,14 @@ def build(
     middleware: Sequence[AgentMiddleware[Any, Any]] = (),
     review: bool = True,
 ) -> Any:
+    """The plain agent: ``create_agent(model, tools, middleware=[...], checkpointer=saver)``, run control on by
+    default; ``control`` tunes it (``run_control=control``)."""
     stack = [*middleware, *([HumanInTheLoopMiddleware({"pay": True})] if review else [])]
-    agent = create_agent(model or ScriptedChatModel(default=reply), list(tools),
-                         middleware=controlled_middleware(stack), checkpointer=saver)
-    return with_run_control(agent, control or RunControl())
+    if control is None:
+        return create_agent(model or ScriptedChatModel(default=reply), list(tools), middleware=stack,
+                            checkpointer=saver)
+    return create_agent(model or ScriptedChatModel(default=reply), list(tools), middleware=stack,
+                        checkpointer=saver, run_control=control)
 
 
 def cfg(thread: str) -> Any:
@@ -143,3 +147,11 @@ def assert_paired(messages: Sequence[BaseMessage]) -> None:
         else:
             assert not open_ids, f"calls {open_ids} left unanswered before {m!r}"
     assert not open_ids, f"calls {open_ids} left unanswered"
+
+
+def run_control_layers(agent: Any) -> list[str]:
+    """The run-control layers in ``agent``'s plan, in order (shown apart from the user's middleware, as the engine's
+    layers; listed with it by plans that do not tell them apart)."""
+    plan = agent.middleware_plan
+    return [n for n in (*getattr(plan, "engine", ()), *plan.middleware)
+            if n in ("RunControlMiddleware", "RunControlGuard")]

@@ -1,4 +1,5 @@
-"""A run-controlled agent keeps what create_agent installs around a run: the context check and the input guards."""
+"""The plain agent (run control on by default) keeps what create_agent installs around a run: the context check and
+the input guards."""
 
 from __future__ import annotations
 
@@ -10,9 +11,10 @@ import pytest
 from langchain_core.messages import AnyMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
-from middleware_kit import AgentMiddleware, ContextError, RunControl, create_agent, with_run_control
-from middleware_kit.run_control import ControlledAgent, controlled_middleware
+from middleware_kit import AgentMiddleware, ContextError, RunControl, create_agent
+from middleware_kit.run_control import ControlledAgent
 from middleware_kit.testing import ScriptedChatModel
+from tests.run_control.helpers import run_control_layers
 
 
 @dataclass
@@ -29,21 +31,17 @@ class Scrub(AgentMiddleware):
 
 def build() -> tuple[Any, InMemorySaver]:
     saver = InMemorySaver()
-    agent = create_agent(
-        ScriptedChatModel(["ok"], cycle=True),
-        middleware=controlled_middleware([Scrub()]),
-        context_schema=Ctx,
-        checkpointer=saver,
-    )
-    return with_run_control(agent, RunControl()), saver
+    agent = create_agent(ScriptedChatModel(["ok"], cycle=True), middleware=[Scrub()], context_schema=Ctx,
+                         checkpointer=saver)
+    return agent, saver
 
 
 @pytest.mark.parametrize("mode", ["invoke", "ainvoke"])
 async def test_context_is_still_checked_and_input_still_guarded(mode: str) -> None:
     agent, saver = build()
     assert isinstance(agent, ControlledAgent)
-    cfg = {"configurable": {"thread_id": f"t-{mode}"}}
-    call = agent.invoke if mode == "invoke" else agent.ainvoke
+    cfg: Any = {"configurable": {"thread_id": f"t-{mode}"}}
+    call: Any = agent.invoke if mode == "invoke" else agent.ainvoke
 
     async def run(value: Any, context: Any) -> Any:
         result = call(value, cfg, context=context)
@@ -62,7 +60,6 @@ async def test_context_is_still_checked_and_input_still_guarded(mode: str) -> No
 def test_create_agent_run_control_keyword_builds_a_controlled_agent() -> None:
     agent = create_agent(ScriptedChatModel(["ok"]), checkpointer=InMemorySaver(), run_control=RunControl(deadline=30))
     assert isinstance(agent, ControlledAgent)
-    names = list(agent.middleware_plan.middleware)
-    assert names[0] == "RunControlMiddleware" and names[-1] == "RunControlGuard"
-    cfg = {"configurable": {"thread_id": "kw"}}
+    assert run_control_layers(agent) == ["RunControlMiddleware", "RunControlGuard"]
+    cfg: Any = {"configurable": {"thread_id": "kw"}}
     assert agent.invoke({"messages": [HumanMessage("hi")]}, cfg)["messages"][-1].content == "ok"

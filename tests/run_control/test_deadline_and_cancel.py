@@ -163,7 +163,12 @@ async def test_stopping_a_run_mid_flight_leaves_a_consistent_thread(
     if where in ("tool", "wrapped"):
         assert REACHED.is_set(), f"{where}: the deadline came before the run reached its slow part"
         [answer] = [m for m in messages if isinstance(m, ToolMessage)]
-        assert answer.status == "error" and "was not executed" in str(answer.content)
+        if where == "tool" and mode == "invoke":  # a sync tool cannot be stopped: it ran, its real answer stands
+            assert answer.status == "success" and answer.content == "worked tool job"
+        elif mode == "ainvoke":  # abandoned while it ran: the model is not told it did not run
+            assert answer.status == "error" and "was stopped while it ran" in str(answer.content)
+        else:  # the guard stopped it before the tool was called
+            assert answer.status == "error" and "was not executed" in str(answer.content)
     if where == "wrapped" or (where == "tool" and mode == "ainvoke"):
         await asyncio.sleep(SLOW)  # let abandoned work reach its next check
         assert ledger.items == []  # the tool never ran (or was cancelled before its side effect)

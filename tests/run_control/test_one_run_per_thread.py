@@ -1,5 +1,6 @@
 """One run per thread and resumes applied exactly once, in one process: threads (invoke) and tasks (ainvoke), on
-InMemorySaver and SQLite. Each race is run several times; the ledger of tool side effects is the ground truth."""
+InMemorySaver and SQLite, for the plain agent (``create_agent(..., checkpointer=saver)``, run control's defaults)
+unless a test tunes it. Each race is run several times; the ledger of tool side effects is the ground truth."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import langgraph.errors
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.types import Command
@@ -50,8 +52,9 @@ async def test_racing_resumes_run_the_approved_tool_exactly_once(
 ) -> None:
     ledger = Ledger()
     async with saver_for(kind, mode, tmp_path) as saver:
-        agent = build(saver, RunControl(on_conflict=on_conflict, wait_timeout=20),  # type: ignore[arg-type]
-                      tools=[pay_tool(ledger, delay=0.05)])
+        # "reject" is the plain agent's default (no run_control argument)
+        control = None if on_conflict == "reject" else RunControl(on_conflict="wait", wait_timeout=20)
+        agent = build(saver, control, tools=[pay_tool(ledger, delay=0.05)])
         for trial in range(4):
             thread = f"race-{trial}"
             paused = await call(agent, mode, {"messages": [HumanMessage(f"pay {trial}")]}, cfg(thread))
@@ -131,8 +134,13 @@ async def test_stale_duplicate_and_unknown_resumes_run_nothing(kind: str, mode: 
 
         paused = await call(agent, mode, {"messages": [HumanMessage("x")]}, cfg("t"))
         interrupt_id = paused["__interrupt__"][0].id
-        with pytest.raises(UnknownInterruptError, match="is not pending on thread 't'"):
+        with pytest.raises(UnknownInterruptError, match="is not pending on thread 't'") as unknown:
             await call(agent, mode, Command(resume={"0" * 32: APPROVE}), cfg("t"))
+        # LangGraph's strict resume found it (before anything was written); ours is also LangGraph's error
+        assert isinstance(unknown.value, langgraph.errors.UnknownInterruptError)
+        assert isinstance(unknown.value.__cause__, langgraph.errors.UnknownInterruptError)
+        assert unknown.value.reason == "not_pending" and unknown.value.interrupt_ids == ("0" * 32,)
+        assert unknown.value.pending_ids == (interrupt_id,)
         with pytest.raises(PendingApprovalError, match=interrupt_id):
             await call(agent, mode, {"messages": [HumanMessage("y")]}, cfg("t"))
         done = await call(agent, mode, Command(resume={interrupt_id: APPROVE}), cfg("t"))
@@ -140,10 +148,12 @@ async def test_stale_duplicate_and_unknown_resumes_run_nothing(kind: str, mode: 
         calls = model.call_count
         resumes: list[Command[Any]] = [Command(resume=APPROVE), Command(resume={interrupt_id: APPROVE})]
         for resume in resumes:
-            with pytest.raises(InterruptAlreadyResolvedError) as info:
+            with pytest.raises(langgraph.errors.UnknownInterruptError) as caught:  # LangGraph's name catches it too
                 await call(agent, mode, resume, cfg("t"))
-            assert info.value.interrupt_id == interrupt_id and info.value.thread_id == "t"
-            assert f"Interrupt '{interrupt_id}' of thread 't' was already resolved by run" in str(info.value)
+            info = caught.value
+            assert isinstance(info, InterruptAlreadyResolvedError)
+            assert info.interrupt_id == interrupt_id and info.thread_id == "t"
+            assert f"Interrupt '{interrupt_id}' of thread 't' was already resolved by run" in str(info)
         assert model.call_count == calls and ledger.items == ["x"]
         state = await asyncio.to_thread(agent.get_state, cfg("t")) if mode == "invoke" else \
             await agent.aget_state(cfg("t"))
@@ -177,3 +187,4 @@ def test_a_subgraph_run_does_not_take_the_lease_again() -> None:
     graph = outer.compile(checkpointer=InMemorySaver())
     out: Any = graph.invoke({"messages": [HumanMessage("hi")]}, cfg("outer"))
     assert out["messages"][-1].content == "inner answer"
+

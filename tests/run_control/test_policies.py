@@ -1,5 +1,5 @@
 """Policies and the public surface: new input while an approval is pending (reject / abandon / queue),
-``RunControl`` validation, ``with_run_control`` as a drop-in for the compiled graph."""
+``RunControl`` validation, the controlled agent as a drop-in for the compiled graph, the deprecated helpers."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from middleware_kit.middlewares._frozen import FrozenMiddlewareError
 from middleware_kit.run_control import (
     ControlledAgent,
     InterruptAlreadyResolvedError,
+    NothingToResumeError,
     RunControl,
     RunControlConfigError,
     RunControlGuard,
@@ -38,6 +39,7 @@ from tests.run_control.helpers import (
     cfg,
     pay_tool,
     reply,
+    run_control_layers,
     saver_for,
 )
 
@@ -137,37 +139,65 @@ def test_run_control_and_its_middleware_are_frozen_values() -> None:
     assert control.override(ttl=9).ttl == 9 and control.ttl == 5
     with pytest.raises(RunControlConfigError):
         control.override(ttl=-1)
+    with pytest.raises(RunControlConfigError, match=r"RunControl\(cross_process='yes'\)"):
+        control.override(cross_process="yes")
     mw = RunControlMiddleware()
     create_agent(ScriptedChatModel(["hi"]), middleware=[mw])
     with pytest.raises(FrozenMiddlewareError):  # read-only once an agent adopts it
         mw.tools = ()
     assert isinstance(mw.replace(), RunControlMiddleware) and isinstance(RunControlGuard().replace(), RunControlGuard)
-    stack = [RunControlMiddleware()]
-    built = controlled_middleware(stack)
-    stack.clear()
-    assert [type(m).__name__ for m in built] == ["RunControlMiddleware", "RunControlMiddleware", "RunControlGuard"]
 
 
-def test_with_run_control_needs_the_middleware_in_place() -> None:
-    plain = create_agent(ScriptedChatModel(["hi"]), checkpointer=InMemorySaver())
-    with pytest.raises(RunControlConfigError, match=r"RunControlMiddleware first and RunControlGuard last"):
+def test_the_deprecated_helpers_still_work_and_warn(mode: str) -> None:
+    import asyncio
+
+    with pytest.warns(DeprecationWarning, match=r"controlled_middleware\(\[...\]\) is no longer needed"):
+        stack = controlled_middleware([])
+    assert [type(m).__name__ for m in stack] == ["RunControlMiddleware", "RunControlGuard"]
+    base = create_agent(ScriptedChatModel(["hi"], cycle=True), middleware=stack, checkpointer=InMemorySaver(),
+                        run_control=False)
+    assert not isinstance(base, ControlledAgent)
+    with pytest.warns(DeprecationWarning, match=r"with_run_control\(agent, control\) is no longer needed"):
+        agent = with_run_control(base, RunControl(ttl=7))
+    assert isinstance(agent, ControlledAgent) and agent.run_control.ttl == 7
+    with pytest.raises(RunControlConfigError, match="must be a RunControl"), \
+            pytest.warns(DeprecationWarning):
+        with_run_control(base, {"ttl": 3})  # type: ignore[arg-type]
+    plain = create_agent(ScriptedChatModel(["hi"]), checkpointer=InMemorySaver(), run_control=False)
+    with pytest.raises(RunControlConfigError, match=r"RunControlMiddleware first and RunControlGuard last"), \
+            pytest.warns(DeprecationWarning):
         with_run_control(plain)
-    with pytest.raises(RunControlConfigError, match="takes a compiled agent"):
+    with pytest.raises(RunControlConfigError, match="takes a compiled agent"), pytest.warns(DeprecationWarning):
         with_run_control("agent")  # type: ignore[arg-type]
-    ok = create_agent(ScriptedChatModel(["hi"]), middleware=controlled_middleware(), checkpointer=InMemorySaver())
-    with pytest.raises(RunControlConfigError, match="must be a RunControl"):
-        with_run_control(ok, {"ttl": 3})  # type: ignore[arg-type]
+    # an agent built the old way runs controlled as before: a second resume of one review is refused
+    if mode == "invoke":
+        agent.invoke({"messages": [HumanMessage("a")]}, cfg("old"))
+        with pytest.raises(NothingToResumeError):
+            agent.invoke(Command(resume=APPROVE), cfg("old"))
+    else:
+        async def go() -> None:
+            await agent.ainvoke({"messages": [HumanMessage("a")]}, cfg("old"))
+            with pytest.raises(NothingToResumeError):
+                await agent.ainvoke(Command(resume=APPROVE), cfg("old"))
+
+        asyncio.run(go())
+    # a list built with the deprecated helper is kept as it is by create_agent (no second pair)
+    with pytest.warns(DeprecationWarning):
+        again = create_agent(ScriptedChatModel(["hi"]), middleware=controlled_middleware(),
+                             checkpointer=InMemorySaver())
+    assert run_control_layers(again) == ["RunControlMiddleware", "RunControlGuard"]
 
 
 def test_the_controlled_agent_is_a_drop_in_for_the_compiled_graph(mode: str) -> None:
     import asyncio
 
     model = ScriptedChatModel(["one", "two", "three", "four"], cycle=True)
-    base = create_agent(model, middleware=controlled_middleware(), checkpointer=InMemorySaver())
-    agent = with_run_control(base, RunControl(ttl=7))
-    assert isinstance(agent, ControlledAgent) and agent.middleware_plan == base.middleware_plan  # type: ignore[attr-defined]
-    assert agent.get_graph().nodes.keys() == base.get_graph().nodes.keys()
-    stateless = with_run_control(create_agent(ScriptedChatModel(["three"]), middleware=controlled_middleware()))
+    base = create_agent(model, checkpointer=InMemorySaver(), run_control=False)
+    agent = create_agent(model, checkpointer=InMemorySaver(), run_control=RunControl(ttl=7))
+    assert isinstance(agent, ControlledAgent) and not isinstance(base, ControlledAgent)
+    assert run_control_layers(agent) == ["RunControlMiddleware", "RunControlGuard"]
+    assert "model" in agent.get_graph().nodes  # the graph's own methods work
+    stateless = create_agent(ScriptedChatModel(["three"]), run_control=RunControl())  # no checkpointer: no lease
     configured = agent.with_config(recursion_limit=11)
     assert isinstance(configured, ControlledAgent) and configured.run_control.ttl == 7
     if mode == "invoke":

@@ -1,5 +1,6 @@
-"""Run control across worker processes on SQLite and PostgreSQL: racing resumes, 4 workers x 40 threads with
-concurrent new turns and resumes, a worker SIGKILLed while it holds a lease, and a cancel from another process.
+"""Run control across worker processes on SQLite and PostgreSQL: the plain agent's racing approvals, concurrent turns
+and stale resumes; racing resumes, 4 workers x 40 threads with concurrent new turns and resumes, a worker SIGKILLed
+while it holds a lease, a stalled worker whose lease was taken over, and a cancel from another process.
 
 The PostgreSQL tests use the session server of ``tests/integration/conftest.py`` (skipped outside CI when none can be
 started)."""
@@ -31,8 +32,8 @@ pytestmark = pytest.mark.timeout(180)
 class Worker(WorkerProcess):
     """One worker process (see tests.helpers.WorkerProcess)."""
 
-    def __init__(self, kind: str, target: str, name: str, mode: str) -> None:
-        super().__init__(WORKER, [kind, target, name, mode, str(TTL)], name)
+    def __init__(self, kind: str, target: str, name: str, mode: str, ttl: str = str(TTL)) -> None:
+        super().__init__(WORKER, [kind, target, name, mode, ttl], name)
 
 
 class Database:
@@ -59,6 +60,12 @@ class Database:
             return [(str(r[0]), str(r[1])) for r in rows]
         rows = self.execute("SELECT ref, worker FROM tool_runs WHERE ref LIKE ? ORDER BY ref", (prefix + "%",))
         return [(str(r[0]), str(r[1])) for r in rows]
+
+    def rows(self, thread: str) -> int:
+        """Rows LangGraph stored for ``thread`` (its checkpoints and pending writes)."""
+        writes = "writes" if self.kind == "sqlite" else "checkpoint_writes"
+        return sum(int(self.execute(f"SELECT count(*) FROM {table} WHERE thread_id = ?", (thread,))[0][0])
+                   for table in ("checkpoints", writes))
 
     def history(self, thread: str) -> list[Any]:
         from langgraph.checkpoint.memory import InMemorySaver  # noqa: F401  (the saver below matches the kind)
@@ -105,8 +112,10 @@ def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Databas
     yield db
 
 
-def start_workers(db: Database, n: int, prefix: str, mode: str = "invoke") -> list[Worker]:
-    workers = [Worker(db.kind, db.target, f"{prefix}{i}", mode) for i in range(n)]
+def start_workers(db: Database, n: int, prefix: str, mode: str = "invoke", *, plain: bool = False) -> list[Worker]:
+    """``n`` workers; ``plain``: serving the plain agent (no ``run_control`` argument), else ``RunControl(on_conflict=
+    "wait", ttl=TTL)``."""
+    workers = [Worker(db.kind, db.target, f"{prefix}{i}", mode, "plain" if plain else str(TTL)) for i in range(n)]
     for w in workers:
         assert w.read() == {"ready": w.name}
     return workers
@@ -125,6 +134,80 @@ def run_phase(workers: list[Worker], jobs: dict[int, list[dict[str, Any]]]) -> l
 
     with ThreadPoolExecutor(len(workers)) as pool:
         return [a for answers in pool.map(serve, range(len(workers))) for a in answers]
+
+
+# -- the plain agent: create_agent(model, tools, middleware=[HumanInTheLoopMiddleware(...)], checkpointer=saver) ------
+@pytest.mark.parametrize("mode", ["invoke", "ainvoke"])
+def test_plain_agent_racing_approvals_across_processes_run_the_tool_once(database: Database, mode: str) -> None:
+    workers = start_workers(database, 4, f"pr{mode[0]}", mode, plain=True)
+    try:
+        for trial in range(4):
+            thread = f"plain-{mode}-race-{trial}"
+            assert workers[trial % 4].ask(op="start", thread=thread, text=f"{thread} pay")["interrupts"]
+            for w in workers:  # all four approve at once
+                w.send(op="resume", thread=thread, id=None)
+            answers = [w.read() for w in workers]
+            applied = [a for a in answers if "error" not in a]
+            assert len(applied) == 1, answers
+            assert applied[0]["last"] == f"done: paid {thread} pay"
+            assert {a["error"] for a in answers if "error" in a} <= {"ThreadBusyError", "InterruptAlreadyResolvedError"}
+            assert database.runs(thread) == [(f"{thread} pay", applied[0]["worker"])]
+            assert_paired(database.history(thread))
+    finally:
+        close_all(workers)
+
+
+@pytest.mark.parametrize("mode", ["invoke", "ainvoke"])
+def test_plain_agent_concurrent_turns_across_processes_lose_nothing(database: Database, mode: str) -> None:
+    """Two workers send a new turn to one thread at once: one runs (and pauses for review); the other is refused
+    (ThreadBusyError while the first runs, PendingApprovalError after) and nothing of it is stored; resent once the
+    review is answered, it runs. Both turns end up in the history, each with its own answer."""
+    workers = start_workers(database, 2, f"pc{mode[0]}", mode, plain=True)
+    try:
+        for trial in range(3):
+            thread = f"plain-{mode}-turns-{trial}"
+            for i, w in enumerate(workers):
+                w.send(op="start", thread=thread, text=f"{thread} w{i}")
+            answers = [w.read() for w in workers]
+            ran = [a for a in answers if "error" not in a]
+            refused = [(i, a) for i, a in enumerate(answers) if "error" in a]
+            assert len(ran) == 1 and len(refused) == 1, answers
+            assert refused[0][1]["error"] in {"ThreadBusyError", "PendingApprovalError"}, answers
+            assert [m.content for m in database.history(thread) if isinstance(m, HumanMessage)] == \
+                [ran[0]["interrupts"][0]["args"]["ref"]]  # the refused turn left no trace
+            assert workers[0].ask(op="resume", thread=thread, id=None)["last"].startswith("done: paid")
+            loser, _ = refused[0]
+            assert workers[loser].ask(op="start", thread=thread, text=f"{thread} w{loser}")["interrupts"]
+            assert workers[1 - loser].ask(op="resume", thread=thread, id=None)["last"].startswith("done: paid")
+            history = database.history(thread)
+            assert_paired(history)
+            assert sorted(m.content for m in history if isinstance(m, HumanMessage)) == \
+                [f"{thread} w0", f"{thread} w1"]
+    finally:
+        close_all(workers)
+
+
+@pytest.mark.parametrize("mode", ["invoke", "ainvoke"])
+def test_plain_agent_stale_resumes_across_processes_run_nothing(database: Database, mode: str) -> None:
+    a, b, c = workers = start_workers(database, 3, f"ps{mode[0]}", mode, plain=True)
+    thread = f"plain-{mode}-stale"
+    try:
+        never = a.ask(op="resume", thread=f"{thread}-never", id=None)
+        assert never["error"] == "NothingToResumeError" and "has nothing to resume" in never["message"]
+        assert database.rows(f"{thread}-never") == 0  # no fresh run, nothing stored
+        paused = b.ask(op="start", thread=thread, text=f"{thread} pay")
+        interrupt_id = paused["interrupts"][0]["id"]
+        assert c.ask(op="resume", thread=thread, id=interrupt_id)["last"] == f"done: paid {thread} pay"
+        stored = database.rows(thread)
+        for late in (a.ask(op="resume", thread=thread, id=None), b.ask(op="resume", thread=thread, id=interrupt_id)):
+            assert late["error"] == "InterruptAlreadyResolvedError", late
+            assert f"Interrupt '{interrupt_id}' of thread '{thread}' was already resolved by run" in late["message"]
+        unknown = a.ask(op="resume", thread=thread, id="0" * 32)
+        assert unknown["error"] == "UnknownInterruptError" and "is not pending" in unknown["message"]
+        assert database.rows(thread) == stored  # no silent replay: nothing was written
+        assert database.runs(thread) == [(f"{thread} pay", c.name)]
+    finally:
+        close_all(workers)
 
 
 @pytest.mark.parametrize("mode", ["invoke", "ainvoke"])
@@ -223,6 +306,37 @@ def test_a_worker_killed_holding_the_lease_is_taken_over_after_the_ttl(database:
     finally:
         close_all(workers)
     assert database.runs(thread) == [(f"{thread} pay", f"k{mode[0]}2")]  # the killed run's effect never committed
+
+
+@pytest.mark.parametrize("mode", ["invoke", "ainvoke"])
+def test_a_stalled_worker_whose_lease_was_taken_over_writes_nothing(database: Database, mode: str) -> None:
+    """Worker a is SIGSTOPped inside the approved tool (a stalled process: a GC pause, a frozen VM) for longer than
+    its lease's ttl; worker b takes the thread over and finishes the turn. When a runs again it writes nothing to
+    the thread (its writes are fenced) and its caller gets LeaseLostError."""
+    a, b = workers = start_workers(database, 2, f"f{mode[0]}", mode)
+    thread = f"{mode}-stalled"
+    try:
+        assert a.ask(op="start", thread=thread, text=f"{thread} pay")["interrupts"]
+        a.send(op="resume", thread=thread, id=None, stall=True)
+        assert a.read() == {"stalled": f"{thread} pay"}
+        os.kill(a.proc.pid, signal.SIGSTOP)
+        try:
+            out = b.ask(op="continue", thread=thread)  # waits for a's lease to expire, then runs the thread on
+            assert out["last"] == f"done: paid {thread} pay" and not out["interrupts"], out
+            stored = database.rows(thread)
+        finally:
+            os.kill(a.proc.pid, signal.SIGCONT)
+        late = a.read()
+        assert late["error"] == "LeaseLostError", late
+        assert f"lost the lease of thread '{thread}'" in late["message"]
+        assert database.rows(thread) == stored  # a wrote nothing after it lost the lease
+        history = database.history(thread)
+        assert_paired(history)
+        assert [type(m) for m in history] == [HumanMessage, AIMessage, ToolMessage, AIMessage]
+    finally:
+        close_all(workers)
+    assert sorted(w for _, w in database.runs(thread)) == [a.name, b.name]  # a's side effect happened before it
+    # stalled: fencing keeps the thread consistent, it cannot undo what a tool did outside it
 
 
 def test_a_run_is_cancelled_from_another_process(database: Database) -> None:

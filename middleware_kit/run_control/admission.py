@@ -1,0 +1,112 @@
+"""Admission: whether a run's input may apply to its thread, decided under the lease on the checkpoint LangGraph loads.
+
+What is LangGraph's and what is ours:
+
+- LangGraph's strict resume (``configurable["__pregel_strict_resume"]``, set on every controlled run) checks a resume
+  that names its interrupts (``Command(resume={id: value})``) against the interrupts pending in that checkpoint and
+  raises ``langgraph.errors.UnknownInterruptError`` before anything is written; which interrupts are pending is
+  LangGraph's own rule (``read_task_statuses``). :func:`refusal_flow` turns its error into ours, telling a duplicate
+  (``InterruptAlreadyResolvedError``: this thread resolved it, in this or another process) from an id it never had.
+- Ours, because LangGraph accepts them: a resume without ids on a thread that has nothing pending (LangGraph resumes
+  it as if from a breakpoint: a fresh run, or a silent replay of a finished one) and new input while a review is
+  pending (``on_pending_input``). Both are :func:`admit_flow`.
+
+Each flow is a generator of :class:`~middleware_kit.run_control.lease.Call` steps on the lease backend, driven by
+``lease.drive`` under ``invoke`` and ``lease.adrive`` under ``ainvoke``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Sequence
+from typing import Any
+
+from langgraph.checkpoint.base import CheckpointTuple
+from langgraph.errors import UnknownInterruptError as LangGraphUnknownInterruptError
+from langgraph.pregel._task_status import read_task_statuses
+from langgraph.types import Command, Interrupt
+
+from middleware_kit.run_control.control import RunHandle
+from middleware_kit.run_control.errors import (
+    AmbiguousResumeError,
+    InterruptAlreadyResolvedError,
+    NothingToResumeError,
+    PendingApprovalError,
+    ResumeError,
+    UnknownInterruptError,
+)
+from middleware_kit.run_control.lease import Call, LeaseStep
+
+__all__ = ["admit_flow", "is_new_input", "pending_interrupts", "queue_flow", "refusal_flow"]
+
+_HEX = frozenset("0123456789abcdef")
+
+
+def pending_interrupts(checkpoint: CheckpointTuple | None) -> list[Interrupt]:
+    """The interrupts waiting for an answer in ``checkpoint`` (LangGraph's rule: those of unfinished tasks)."""
+    if checkpoint is None:
+        return []
+    found: dict[str, Interrupt] = {}
+    for status in read_task_statuses(checkpoint.pending_writes or ()).values():
+        for interrupt in status.pending_interrupts:
+            found.setdefault(interrupt.id, interrupt)
+    return list(found.values())
+
+
+def is_new_input(input: Any) -> bool:
+    return input is not None and not isinstance(input, Command)
+
+
+def _targeted(resume: Any) -> list[str] | None:
+    """The interrupt ids a ``Command(resume={id: value, ...})`` answers (LangGraph's own test), else None."""
+    if isinstance(resume, dict) and resume and all(
+        isinstance(k, str) and len(k) == 32 and set(k) <= _HEX for k in resume
+    ):
+        return list(resume)
+    return None
+
+
+def admit_flow(input: Any, handle: RunHandle, pending: Sequence[str]) -> Generator[LeaseStep, Any, None]:
+    """Admit ``input`` on a thread with ``pending`` interrupt ids, or raise (nothing was written yet). Sets
+    ``handle.answering``: the ids this run resolves (recorded before its first write)."""
+    thread_id = handle.thread_id
+    if is_new_input(input):
+        if not pending:
+            return
+        if handle.control.on_pending_input != "abandon":  # "queue" was decided before the run
+            raise PendingApprovalError(thread_id, pending)
+        handle.answering = tuple(pending)  # abandoned by this run
+        return
+    if not isinstance(input, Command) or input.resume is None:
+        return
+    targeted = _targeted(input.resume)
+    if targeted is not None:
+        handle.answering = tuple(targeted)  # LangGraph's strict resume checks them against `pending`
+        return
+    if not pending:
+        resolved: list[tuple[str, str]] = yield Call("resolved", (thread_id,))
+        if resolved:
+            newest, by = resolved[0]
+            raise InterruptAlreadyResolvedError(thread_id, newest, by)
+        raise NothingToResumeError(thread_id)
+    handle.answering = tuple(pending)  # several: LangGraph's strict resume refuses it as ambiguous
+
+
+def queue_flow(input: Any, handle: RunHandle, pending: Sequence[str]) -> Generator[LeaseStep, Any, bool]:
+    """``on_pending_input="queue"``, before the run: hold new input while a review is pending; False: it was held."""
+    if pending and is_new_input(input):
+        yield Call("push_input", (handle.thread_id, input))
+        return False
+    return True
+
+
+def refusal_flow(error: LangGraphUnknownInterruptError, handle: RunHandle) -> Generator[LeaseStep, Any, ResumeError]:
+    """Our error for LangGraph's strict-resume refusal (nothing was written): ``reason`` ``"ambiguous"`` or
+    ``"not_pending"``."""
+    thread_id = handle.thread_id
+    if error.reason == "ambiguous" or not error.interrupt_ids:
+        return AmbiguousResumeError(thread_id, error.pending_ids)
+    resolved = dict((yield Call("resolved", (thread_id,))))
+    for interrupt_id in error.interrupt_ids:
+        if interrupt_id in resolved:
+            return InterruptAlreadyResolvedError(thread_id, interrupt_id, resolved[interrupt_id])
+    return UnknownInterruptError(thread_id, error.interrupt_ids[0], error.pending_ids)

@@ -1,0 +1,158 @@
+"""``RunSaver``: the checkpointer one controlled run reads and writes its thread through.
+
+A controlled run runs a shallow copy of the compiled graph whose checkpointer is this wrapper of the agent's (LangGraph
+lends it to the run's subgraphs as it lends any parent's), so everything the run and its subgraphs store passes here:
+
+- **admission**, on the run's first read of the thread (the checkpoint LangGraph itself loads, under the lease):
+  :func:`~middleware_kit.run_control.admission.admit_flow` may refuse the input before anything is written, at no
+  extra read;
+- **resolved interrupts**, right before the run's first write (so after LangGraph's strict resume accepted it): the
+  interrupts it answers are recorded as resolved by this run, so a late duplicate is told apart from a resume that
+  never matched anything;
+- **the fence**, before every write: a run whose lease may have passed to another run (its heartbeat stalled past
+  two thirds of the ``ttl``, or the renewal found another holder) writes nothing more (``LeaseLostError``).
+
+Reads, listing and everything else go straight to the wrapped saver.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator, Sequence
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    BaseCheckpointSaver,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+)
+from langgraph.pregel._checkpoint import put_writes_accepts_task_path
+
+from middleware_kit.run_control.admission import admit_flow, pending_interrupts
+from middleware_kit.run_control.control import RunHandle
+from middleware_kit.run_control.lease import LeaseBackend, adrive, drive
+
+__all__ = ["RunSaver"]
+
+
+_TASK_PATH: dict[type, tuple[bool, bool]] = {}
+
+
+def _takes_task_path(saver: type[BaseCheckpointSaver[Any]]) -> tuple[bool, bool]:
+    """Whether the class's ``put_writes`` / ``aput_writes`` take ``task_path`` (LangGraph's test; once per class:
+    reading a signature costs more than the rest of the wrapper per run)."""
+    found = _TASK_PATH.get(saver)
+    if found is None:
+        found = _TASK_PATH[saver] = (put_writes_accepts_task_path(saver.put_writes),
+                                     put_writes_accepts_task_path(saver.aput_writes))
+    return found
+
+
+class _Run:
+    """What the wrapper (and its ``with_allowlist`` clones) share for one run."""
+
+    __slots__ = ("admitted", "backend", "handle", "input")
+
+    def __init__(self, handle: RunHandle, backend: LeaseBackend, input: Any) -> None:
+        self.handle, self.backend, self.input = handle, backend, input
+        self.admitted = False
+
+    def first_read(self, config: RunnableConfig) -> bool:
+        if self.admitted or (config.get("configurable") or {}).get("checkpoint_ns"):
+            return False
+        self.admitted = True
+        return True
+
+
+class RunSaver(BaseCheckpointSaver[Any]):
+    """``inner`` as one controlled run sees it (see the module doc)."""
+
+    def __init__(self, inner: BaseCheckpointSaver[Any], run: _Run) -> None:
+        self.inner = inner
+        self.serde = inner.serde
+        self._run = run
+        self._task_path, self._atask_path = _takes_task_path(type(inner))
+
+    @classmethod
+    def for_run(cls, inner: BaseCheckpointSaver[Any], handle: RunHandle, backend: LeaseBackend,
+                input: Any) -> RunSaver:
+        return cls(inner, _Run(handle, backend, input))
+
+    @property
+    def config_specs(self) -> list[Any]:
+        return list(self.inner.config_specs)
+
+    def with_allowlist(self, extra_allowlist: Any) -> BaseCheckpointSaver[Any]:
+        inner = self.inner.with_allowlist(extra_allowlist)
+        return self if inner is self.inner else RunSaver(inner, self._run)
+
+    def get_next_version(self, current: Any, channel: Any) -> Any:
+        return self.inner.get_next_version(current, channel)
+
+    # -- reads -------------------------------------------------------------------------------------------------
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        found = self.inner.get_tuple(config)
+        if self._run.first_read(config):
+            pending = [i.id for i in pending_interrupts(found)]
+            drive(admit_flow(self._run.input, self._run.handle, pending), self._run.backend)
+        return found
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        found = await self.inner.aget_tuple(config)
+        if self._run.first_read(config):
+            pending = [i.id for i in pending_interrupts(found)]
+            await adrive(admit_flow(self._run.input, self._run.handle, pending), self._run.backend)
+        return found
+
+    def list(self, config: RunnableConfig | None, **kwargs: Any) -> Iterator[CheckpointTuple]:
+        return self.inner.list(config, **kwargs)
+
+    def alist(self, config: RunnableConfig | None, **kwargs: Any) -> AsyncIterator[CheckpointTuple]:
+        return self.inner.alist(config, **kwargs)
+
+    def get_delta_channel_history(self, *args: Any, **kwargs: Any) -> Any:
+        return self.inner.get_delta_channel_history(*args, **kwargs)
+
+    async def aget_delta_channel_history(self, *args: Any, **kwargs: Any) -> Any:
+        return await self.inner.aget_delta_channel_history(*args, **kwargs)
+
+    # -- writes ------------------------------------------------------------------------------------------------
+    def _before_write(self) -> None:
+        handle = self._run.handle
+        handle.fence()
+        if answered := handle.take_answering():
+            self._run.backend.record_resolved(handle.thread_id, answered, handle.run_id)
+
+    async def _abefore_write(self) -> None:
+        handle = self._run.handle
+        handle.fence()
+        if answered := handle.take_answering():
+            await self._run.backend.arecord_resolved(handle.thread_id, answered, handle.run_id)
+
+    def put(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
+            new_versions: ChannelVersions) -> RunnableConfig:
+        self._before_write()
+        return self.inner.put(config, checkpoint, metadata, new_versions)
+
+    async def aput(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
+                   new_versions: ChannelVersions) -> RunnableConfig:
+        await self._abefore_write()
+        return await self.inner.aput(config, checkpoint, metadata, new_versions)
+
+    def put_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
+                   task_path: str = "") -> None:
+        self._before_write()
+        if self._task_path:
+            self.inner.put_writes(config, writes, task_id, task_path)
+        else:
+            self.inner.put_writes(config, writes, task_id)
+
+    async def aput_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
+                          task_path: str = "") -> None:
+        await self._abefore_write()
+        if self._atask_path:
+            await self.inner.aput_writes(config, writes, task_id, task_path)
+        else:
+            await self.inner.aput_writes(config, writes, task_id)
