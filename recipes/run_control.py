@@ -1,7 +1,8 @@
 """Run control for a payments agent: double-clicked approvals, a runaway run, and a Stop button.
 
 What it shows
-    ``with_run_control`` on an agent whose checkpoints live in a SQLite file (the lease, cancel flags and resume
+    Run control, on by default for an agent with a checkpointer (here ``run_control=RunControl(...)`` tunes it),
+    on an agent whose checkpoints live in a SQLite file (the lease, cancel flags and resume
     records go into the same file). Four reviewers approve the same payout at once: it is paid once, the other
     approvals get ``InterruptAlreadyResolvedError``. A run that keeps calling a slow tool is ended by its deadline
     with every tool call answered, and the next turn on the same conversation works. A run is cancelled from
@@ -31,12 +32,7 @@ from langgraph.types import Command
 
 from middleware_kit import create_agent
 from middleware_kit.middlewares.human_in_the_loop import HumanInTheLoopMiddleware
-from middleware_kit.run_control import (
-    InterruptAlreadyResolvedError,
-    RunControl,
-    controlled_middleware,
-    with_run_control,
-)
+from middleware_kit.run_control import InterruptAlreadyResolvedError, RunControl
 from middleware_kit.testing import ScriptedChatModel, tool_call
 
 payouts: list[str] = []
@@ -78,11 +74,11 @@ def reply(messages: list[BaseMessage]) -> AIMessage:
 def main() -> None:
     db = Path(tempfile.mkdtemp()) / "payments.sqlite"
     conn = sqlite3.connect(db, check_same_thread=False)
-    agent: Any = with_run_control(
-        create_agent(ScriptedChatModel(default=reply), [payout, audit],
-                     middleware=controlled_middleware([HumanInTheLoopMiddleware({"payout": True})]),
-                     checkpointer=SqliteSaver(conn)),
-        RunControl(on_conflict="wait", wait_timeout=10, deadline=1.0),
+    agent: Any = create_agent(
+        ScriptedChatModel(default=reply), [payout, audit],
+        middleware=[HumanInTheLoopMiddleware({"payout": True})],
+        checkpointer=SqliteSaver(conn),
+        run_control=RunControl(on_conflict="wait", wait_timeout=10, deadline=1.0),
     )
 
     # 1. Four reviewers approve the same payout at the same moment.
