@@ -175,7 +175,8 @@ def _node_rows(pipeline: Pipeline, phase: str, node_of: Mapping[tuple[str, str],
 
 def _chain_rows(pipeline: Pipeline, spec: HookSpec) -> list[PlannedHook]:
     engine = pipeline.engine_layers
-    found = [impls[spec.name] for impls in pipeline.hooks if spec.name in impls and impls[spec.name].owner not in engine]
+    found = [impls[spec.name] for impls in pipeline.hooks
+             if spec.name in impls and impls[spec.name].owner not in engine]
     if spec.order == "reverse":
         found.reverse()
     where = "model chain" if spec.kind in ("model_request", "wrap_model") else "tool chain"

@@ -17,9 +17,9 @@ from types import ModuleType
 import pytest
 
 import middleware_kit
+import middleware_kit.ledger
 import middleware_kit.middlewares
 import middleware_kit.run_control
-import middleware_kit.ledger
 import middleware_kit.testing
 
 ROOT = Path(__file__).resolve().parent.parent
