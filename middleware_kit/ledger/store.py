@@ -39,8 +39,8 @@ from middleware_kit.run_control.lease import (
     _executed,
     _kind,
     _Op,
-    _pg_ddl_race,
     _within,
+    pg_setup,
 )
 
 __all__ = [
@@ -356,16 +356,7 @@ def _pg_body(store: Any, batch: Batch) -> Generator[_Op, Any, Rows]:
 def _pg_on_connection(store: Any, batch: Batch, conn: Any) -> Generator[_Op, Any, Rows]:
     from psycopg.rows import tuple_row
 
-    if not store._ready:
-        ddl = [(sql, None) for sql in _ddl(store.dialect)]
-        for attempt in range(3):
-            try:
-                yield from _within(conn.transaction(), lambda _: _executed(conn, ddl, rows=False))
-                break
-            except Exception as exc:
-                if attempt == 2 or not _pg_ddl_race(exc):
-                    raise
-        store._ready = True
+    yield from pg_setup(store, conn, _ddl(store.dialect))
     return (yield from _within(conn.cursor(row_factory=tuple_row),
                                lambda cur: _executed(cur, batch.stmts, rows=True)))
 

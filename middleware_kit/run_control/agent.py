@@ -196,11 +196,15 @@ class ControlledAgent(CompiledAgent[Any]):
 
     @staticmethod
     def _refused(exc: BaseException, handle: RunHandle) -> Any:
-        """LangGraph's strict-resume refusal in our terms (a flow for the lease drivers), or None to re-raise it."""
+        """What LangGraph's refusal of this run becomes: ``LeaseLostError`` for a drain after the lease was lost; our
+        resume error for a strict-resume refusal (a flow for the lease drivers, which record and raise it); else
+        ``exc`` itself, raised again."""
+        if isinstance(exc, GraphDrained) and handle.lease_lost:
+            raise LeaseLostError(handle.thread_id, handle.run_id, handle.control.ttl) from exc
         if isinstance(exc, LangGraphUnknownInterruptError) and not isinstance(exc, ResumeError) and \
                 exc.reason in ("not_pending", "ambiguous"):
             return refusal_flow(exc, handle)
-        return None
+        raise exc
 
     def _held(self, kwargs: dict[str, Any], handle: RunHandle, snapshot: Any) -> list[Any]:
         return held_chunks(self, kwargs, snapshot.values, snapshot.interrupts, _held_event(handle, snapshot.interrupts))
@@ -250,12 +254,7 @@ class ControlledAgent(CompiledAgent[Any]):
         try:
             yield from super(ControlledAgent, graph).stream(input, run_config, **run_kwargs)
         except (LangGraphUnknownInterruptError, GraphDrained) as exc:
-            if isinstance(exc, GraphDrained) and handle.lease_lost:
-                raise LeaseLostError(handle.thread_id, handle.run_id, handle.control.ttl) from exc
-            refusal = self._refused(exc, handle)
-            if refusal is None:
-                raise
-            raise drive(refusal, backend) from exc
+            raise drive(self._refused(exc, handle), backend) from exc
 
     async def astream(
         self, input: Any, config: RunnableConfig | None = None, **kwargs: Any
@@ -312,12 +311,7 @@ class ControlledAgent(CompiledAgent[Any]):
             async for chunk in super(ControlledAgent, graph).astream(input, run_config, **run_kwargs):
                 yield chunk
         except (LangGraphUnknownInterruptError, GraphDrained) as exc:
-            if isinstance(exc, GraphDrained) and handle.lease_lost:
-                raise LeaseLostError(handle.thread_id, handle.run_id, handle.control.ttl) from exc
-            refusal = self._refused(exc, handle)
-            if refusal is None:
-                raise
-            raise await adrive(refusal, backend) from exc
+            raise await adrive(self._refused(exc, handle), backend) from exc
 
     # -- cancel --------------------------------------------------------------------------------------------------
     def cancel(self, thread_id: str, *, run_id: str | None = None, reason: str = "cancelled by request") -> bool:

@@ -684,19 +684,26 @@ def _postgres_body(backend: Any, stmts: list[Stmt]) -> Generator[_Op, Any, list[
     return (yield from _within(backend._conn(), partial(_on_connection, backend, stmts)))
 
 
+def pg_setup(owner: Any, conn: Any, statements: Sequence[str]) -> Generator[_Op, Any, None]:
+    """Create ``owner``'s tables on ``conn`` once (``owner._ready``), in a transaction, retried when another worker
+    creates them at the same moment. Shared by the lease and the call ledger."""
+    if owner._ready:
+        return
+    ddl = [(sql, None) for sql in statements]
+    for attempt in range(3):
+        try:
+            yield from _within(conn.transaction(), lambda _: _executed(conn, ddl, rows=False))
+            break
+        except Exception as exc:
+            if attempt == 2 or not _pg_ddl_race(exc):
+                raise
+    owner._ready = True
+
+
 def _on_connection(backend: Any, stmts: list[Stmt], conn: Any) -> Generator[_Op, Any, list[list[tuple[Any, ...]]]]:
     from psycopg.rows import tuple_row
 
-    if not backend._ready:
-        ddl = [(sql, None) for sql in _ddl(backend.dialect)]
-        for attempt in range(3):
-            try:
-                yield from _within(conn.transaction(), lambda _: _executed(conn, ddl, rows=False))
-                break
-            except Exception as exc:
-                if attempt == 2 or not _pg_ddl_race(exc):
-                    raise
-        backend._ready = True
+    yield from pg_setup(backend, conn, _ddl(backend.dialect))
     if not stmts:
         return []
 

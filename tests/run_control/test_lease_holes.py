@@ -81,14 +81,14 @@ def stalling_tool(ledger: Ledger, stall: float) -> StructuredTool:
 
 
 async def test_a_run_whose_lease_was_taken_over_writes_nothing_after_it_lost_the_lease(tmp_path: Path) -> None:
-    """Run A (ainvoke) blocks its event loop inside a tool for 2 s, so its heartbeat stalls past the 0.6 s ttl; run
+    """Run A (ainvoke) blocks its event loop inside a tool for 8 s, so its heartbeat stalls past the 2.4 s ttl; run
     B (another saver on the same SQLite file, as another process has) waits for the lease, takes the thread over
     and finishes the turn. When A's tool returns, A writes nothing: the thread holds B's turn only, A's caller gets
-    LeaseLostError."""
+    LeaseLostError. (The ttl leaves B's own heartbeat ample room on a loaded machine; the stall is well past it.)"""
     path = str(tmp_path / "fence.sqlite")
     ledger = Ledger()
-    control = RunControl(ttl=0.6, poll_interval=0.05, on_conflict="wait", wait_timeout=30)
-    tool = stalling_tool(ledger, stall=2.0)
+    control = RunControl(ttl=2.4, poll_interval=0.05, on_conflict="wait", wait_timeout=60)
+    tool = stalling_tool(ledger, stall=8.0)
     finished: dict[str, Any] = {}
 
     def run_b() -> None:
@@ -99,6 +99,8 @@ async def test_a_run_whose_lease_was_taken_over_writes_nothing_after_it_lost_the
             b = create_agent(ScriptedChatModel(default=work_reply), [tool], checkpointer=SqliteSaver(conn),
                              run_control=control)
             finished.update(b.invoke(None, cfg("t")))  # run the thread on from its last checkpoint
+        except Exception as exc:  # reported by the assertion below, with its cause
+            finished["error"] = exc
         finally:
             conn.close()
 
@@ -112,6 +114,7 @@ async def test_a_run_whose_lease_was_taken_over_writes_nothing_after_it_lost_the
         state = await a.aget_state(cfg("t"))
     assert info.value.thread_id == "t" and info.value.middleware == "RunControl" and info.value.hook == "lease"
     assert "Nothing this run did after that was written to the thread" in str(info.value)
+    assert "error" not in finished, f"run B failed: {finished.get('error')!r}"
     assert finished["messages"][-1].content == "done: B's result"
     messages = state.values["messages"]
     assert [m.content for m in messages] == ["go", "", "B's result", "done: B's result"]  # nothing of A's after
