@@ -155,8 +155,10 @@ class ControlledAgent(CompiledAgent[Any]):
         thread_id = configurable.get("thread_id")
         saver = self.checkpointer
         backend = backend_for(saver) if isinstance(saver, BaseCheckpointSaver) and thread_id is not None else None
-        run_id = str((config or {}).get("run_id") or uuid.uuid4())
-        return backend, RunHandle(str(thread_id), run_id, self.run_control, backend)
+        given = (config or {}).get("run_id")
+        made = None if given else uuid.uuid4()
+        handle = RunHandle(str(thread_id), str(given or made), self.run_control, backend, run_uuid=made)
+        return backend, handle
 
     def _lease(self, handle: RunHandle, *, wait: bool | None = None) -> Any:
         control = self.run_control
@@ -187,7 +189,7 @@ class ControlledAgent(CompiledAgent[Any]):
         if isinstance(input, Command) and input.resume is not None and input.resume != {}:
             out["configurable"][CONFIG_KEY_STRICT_RESUME] = True  # (an empty map is the middleware's to refuse)
         if out.get("run_id") is None:  # the run's id (a uuid4 made by _controlled) as the root run's, for tracing
-            out["run_id"] = uuid.UUID(handle.run_id)
+            out["run_id"] = handle.run_uuid or uuid.UUID(handle.run_id)
         if backend.expires:
             handle.drain = kwargs.get("control") or DrainControl()
             kwargs = {**kwargs, "control": handle.drain}
@@ -234,7 +236,11 @@ class ControlledAgent(CompiledAgent[Any]):
             if backend.expires:
                 BEATS.add(backend, handle)
             while True:
-                yield from self._run_slice(input, config, handle, backend, kwargs)
+                graph, run_config, run_kwargs = self._slice(input, config, handle, backend, kwargs)
+                try:  # inline, not a helper generator: each chunk of each invoke passes here
+                    yield from super(ControlledAgent, graph).stream(input, run_config, **run_kwargs)
+                except (LangGraphUnknownInterruptError, GraphDrained) as exc:
+                    raise drive(self._refused(exc, handle), backend) from exc
                 if self.run_control.on_pending_input != "queue" or handle.stop_kind is not None:
                     break
                 if pending_interrupts(saver.get_tuple(thread)):
@@ -247,14 +253,6 @@ class ControlledAgent(CompiledAgent[Any]):
             _unregister(backend, handle)
             backend.release(handle.thread_id, handle.run_id)
         _outcome(handle)
-
-    def _run_slice(self, input: Any, config: RunnableConfig | None, handle: RunHandle, backend: LeaseBackend,
-                   kwargs: dict[str, Any]) -> Iterator[Any]:
-        graph, run_config, run_kwargs = self._slice(input, config, handle, backend, kwargs)
-        try:
-            yield from super(ControlledAgent, graph).stream(input, run_config, **run_kwargs)
-        except (LangGraphUnknownInterruptError, GraphDrained) as exc:
-            raise drive(self._refused(exc, handle), backend) from exc
 
     async def astream(
         self, input: Any, config: RunnableConfig | None = None, **kwargs: Any
@@ -286,8 +284,12 @@ class ControlledAgent(CompiledAgent[Any]):
             if backend.expires:
                 beat = asyncio.create_task(abeat(backend, handle))
             while True:
-                async for chunk in self._arun_slice(input, config, handle, backend, kwargs):
-                    yield chunk
+                graph, run_config, run_kwargs = self._slice(input, config, handle, backend, kwargs)
+                try:  # inline, not a helper generator: each chunk of each invoke passes here
+                    async for chunk in super(ControlledAgent, graph).astream(input, run_config, **run_kwargs):
+                        yield chunk
+                except (LangGraphUnknownInterruptError, GraphDrained) as exc:
+                    raise await adrive(self._refused(exc, handle), backend) from exc
                 if self.run_control.on_pending_input != "queue" or handle.stop_kind is not None:
                     break
                 if pending_interrupts(await saver.aget_tuple(thread)):
@@ -303,15 +305,6 @@ class ControlledAgent(CompiledAgent[Any]):
             _unregister(backend, handle)
             await asyncio.shield(backend.arelease(handle.thread_id, handle.run_id))
         _outcome(handle)
-
-    async def _arun_slice(self, input: Any, config: RunnableConfig | None, handle: RunHandle,
-                          backend: LeaseBackend, kwargs: dict[str, Any]) -> AsyncIterator[Any]:
-        graph, run_config, run_kwargs = self._slice(input, config, handle, backend, kwargs)
-        try:
-            async for chunk in super(ControlledAgent, graph).astream(input, run_config, **run_kwargs):
-                yield chunk
-        except (LangGraphUnknownInterruptError, GraphDrained) as exc:
-            raise await adrive(self._refused(exc, handle), backend) from exc
 
     # -- cancel --------------------------------------------------------------------------------------------------
     def cancel(self, thread_id: str, *, run_id: str | None = None, reason: str = "cancelled by request") -> bool:

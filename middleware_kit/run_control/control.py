@@ -9,10 +9,12 @@ import os
 import socket
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from langchain_core.runnables.config import var_child_runnable_config
 from langgraph.runtime import RunControl as DrainControl
 
 from middleware_kit.run_control.errors import LeaseLostError, RunControlConfigError
@@ -122,6 +124,9 @@ class RunHandle:
     """Seconds of this run consumed before this slice (read from state at the slice's first check)."""
     stop_kind: StopKind | None = None
     stop_reason: str = ""
+    run_uuid: uuid.UUID | None = None
+    """``run_id`` as the ``UUID`` the run's root trace run gets, when run control made it (None: given by the
+    caller)."""
     terminal_sent: bool = False
     answering: tuple[str, ...] = ()
     """Interrupt ids this run answers (a resume) or drops (``on_pending_input="abandon"``): recorded as resolved by
@@ -229,12 +234,11 @@ def _call_soon(loop: asyncio.AbstractEventLoop, callback: Callable[[], None]) ->
 
 
 def current_handle() -> RunHandle | None:
-    """The :class:`RunHandle` of the run this code runs in (None outside a controlled run)."""
-    from langgraph.config import get_config
-
-    try:
-        config = get_config()
-    except RuntimeError:
+    """The :class:`RunHandle` of the run this code runs in (None outside a controlled run). Read from the config
+    LangGraph runs the current node with (langchain-core's context variable, which ``get_config`` reads too;
+    looked up a few times per model and tool call, so directly)."""
+    config = var_child_runnable_config.get()
+    if not config:
         return None
     handle = (config.get("configurable") or {}).get(HANDLE_KEY)
     return handle if isinstance(handle, RunHandle) else None
