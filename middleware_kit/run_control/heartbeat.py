@@ -10,7 +10,8 @@ whether the run still holds the thread and whether another process asked to canc
 - a failed renewal (a database hiccup) is tried again at the next beat; if they keep failing, the fence stops the
   run's writes before the lease can expire.
 
-Sync runs share one daemon thread for the process (:data:`BEATS`), so a run costs no thread start and no join;
+Sync runs share one daemon thread for the process (:data:`BEATS`), so a run costs no thread start and no join
+(renewals run in a small pool, so a slow one holds up no other run);
 async runs beat in a task on their own event loop (:func:`abeat`).
 """
 
@@ -19,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from middleware_kit.run_control.control import RunHandle
 from middleware_kit.run_control.lease import LeaseBackend
@@ -40,12 +42,16 @@ def _apply(handle: RunHandle, sent: float, alive: bool, reason: str | None) -> N
 
 
 class Heartbeats:
-    """The heartbeat of this process's sync runs: one daemon thread renewing every registered run's lease when due."""
+    """The heartbeat of this process's sync runs: one daemon thread that finds the runs whose renewal is due and hands
+    each renewal to a small pool, so one slow renewal (a database that hangs, a SQLite file another process holds
+    locked) delays no other run's; a run's next renewal waits for its previous one."""
 
-    def __init__(self) -> None:
+    def __init__(self, workers: int = 8) -> None:
         self._cond = threading.Condition()
         self._runs: dict[int, tuple[LeaseBackend, RunHandle, float]] = {}  # id(handle) -> (backend, handle, due)
+        self._inflight: set[int] = set()
         self._thread: threading.Thread | None = None
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="run-control-renew")
 
     def add(self, backend: LeaseBackend, handle: RunHandle) -> None:
         with self._cond:
@@ -61,7 +67,8 @@ class Heartbeats:
             self._runs.pop(id(handle), None)
 
     def _due(self) -> list[tuple[LeaseBackend, RunHandle]] | None:
-        """Wait for the runs whose beat is due (None: no run for ``IDLE`` seconds, the thread ends)."""
+        """Wait for the runs whose beat is due and that have no renewal in flight (None: no run for ``IDLE``
+        seconds, the thread ends)."""
         with self._cond:
             while True:
                 if not self._runs:
@@ -71,26 +78,36 @@ class Heartbeats:
                         return None
                     continue
                 now = time.monotonic()
-                first = min(due for _, _, due in self._runs.values())
+                waiting = [(key, b, h, at) for key, (b, h, at) in self._runs.items() if key not in self._inflight]
+                if not waiting:
+                    self._cond.wait(IDLE)  # every run has a renewal in flight: woken when one completes
+                    continue
+                first = min(at for *_, at in waiting)
                 if first > now:
                     self._cond.wait(first - now)
                     continue
-                due = [(key, b, h) for key, (b, h, at) in self._runs.items() if at <= now]
+                due = [(key, b, h) for key, b, h, at in waiting if at <= now]
                 for key, backend, handle in due:
                     self._runs[key] = (backend, handle, now + handle.control.heartbeat)
+                    self._inflight.add(key)
                 return [(b, h) for _, b, h in due]
 
     def _loop(self) -> None:
         while (due := self._due()) is not None:
             for backend, handle in due:
-                sent = time.monotonic()
-                try:
-                    alive, reason = backend.renew(handle.thread_id, handle.run_id, handle.control.ttl)
-                except Exception:  # a database hiccup: try again next beat (the fence stops writes if it lasts)
-                    continue
-                with self._cond:
-                    if id(handle) in self._runs and self._runs[id(handle)][1] is handle:
-                        _apply(handle, sent, alive, reason)
+                self._pool.submit(self._renew, backend, handle)
+
+    def _renew(self, backend: LeaseBackend, handle: RunHandle) -> None:
+        sent = time.monotonic()
+        try:
+            alive, reason = backend.renew(handle.thread_id, handle.run_id, handle.control.ttl)
+        except Exception:  # a database hiccup: try again next beat (the fence stops writes if it lasts)
+            alive = None
+        with self._cond:
+            self._inflight.discard(id(handle))
+            if alive is not None and id(handle) in self._runs and self._runs[id(handle)][1] is handle:
+                _apply(handle, sent, alive, reason)
+            self._cond.notify()
 
 
 BEATS = Heartbeats()
