@@ -256,7 +256,7 @@ def create_agent(
     if control is not None:
         from middleware_kit.run_control.middleware import controlled_stack
 
-        middleware = controlled_stack(middleware)
+        middleware = controlled_stack(middleware, control)
     model = _chat_model(model)
     client_tools, provider_tools = _split_tools(tools)
     system_message = _system_message(system_prompt)

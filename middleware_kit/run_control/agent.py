@@ -450,6 +450,13 @@ def attach_run_control(agent: CompiledStateGraph[Any, Any, Any, Any], control: R
             f"which adds both.",
             parameter="agent",
         )
+    if control.deadline is not None and "run_control_elapsed" not in agent.channels:
+        raise RunControlConfigError(
+            f"with_run_control(agent, RunControl(deadline={control.deadline:g})): the agent was built without a "
+            f"deadline, so it keeps no run time in its state and a run paused for a human would restart its clock. "
+            f"Build it with create_agent(..., run_control=RunControl(deadline={control.deadline:g})).",
+            parameter="control",
+        )
     _check_sharing(agent.checkpointer, control)
     controlled: ControlledAgent = object.__new__(ControlledAgent)  # CompiledAgent's entry checks included
     controlled.__dict__.update(agent.__dict__)

@@ -46,7 +46,7 @@ from middleware_kit.middleware import AgentMiddleware, defined_hooks
 from middleware_kit.middlewares._frozen import FrozenConfig
 from middleware_kit.middlewares._stream import emit
 from middleware_kit.pairing import close_pending, closing_messages
-from middleware_kit.run_control.control import RunHandle, current_handle
+from middleware_kit.run_control.control import RunControl, RunHandle, current_handle
 from middleware_kit.types import (
     AgentState,
     ExtendedModelResponse,
@@ -218,11 +218,17 @@ class RunControlMiddleware(FrozenConfig, AgentMiddleware[RunControlState, Any]):
     ``run_control=RunControl(...)``); it acts only in a controlled run. Stateless: everything per run is in the run's
     handle and state."""
 
-    state_schema = RunControlState
+    state_schema: type[Any] = RunControlState
     _engine_layer = True
 
-    def __init__(self) -> None:
+    def __init__(self, *, timed: bool = True) -> None:
+        """``timed``: keep the run's consumed time in state (``run_control_elapsed``), so a deadline counts a run
+        paused for a human from where it stopped. ``create_agent`` sets it only when its ``RunControl`` has a
+        deadline: without one the agent carries no such channel (it costs about 1% per invoke)."""
         super().__init__()
+        self.timed = timed
+        if not timed:
+            self.state_schema = AgentState
 
     @hook_config(can_jump_to=["end"])
     def before_model(self, state: RunControlState, runtime: Runtime[Any]) -> dict[str, Any] | None:
@@ -235,16 +241,17 @@ class RunControlMiddleware(FrozenConfig, AgentMiddleware[RunControlState, Any]):
         fix = close_pending(state.get("messages") or [], f"{_why(handle)} ({handle.stop_reason}).")
         _terminal(handle)
         update: list[Any] = list(fix.update) if fix is not None else []
-        return {"jump_to": "end", "messages": [*update, final_message(handle)],
-                "run_control_elapsed": handle.elapsed()}
+        out: dict[str, Any] = {"jump_to": "end", "messages": [*update, final_message(handle)]}
+        if self.timed:
+            out["run_control_elapsed"] = handle.elapsed()
+        return out
 
     @hook_config(can_jump_to=["end"])
     async def abefore_model(self, state: RunControlState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         return self.before_model(state, runtime)
 
-    @staticmethod
-    def _answered(handle: RunHandle, response: ModelResponse[Any]) -> Any:
-        if handle.control.deadline is None:
+    def _answered(self, handle: RunHandle, response: ModelResponse[Any]) -> Any:
+        if handle.control.deadline is None or not self.timed:
             return response
         return ExtendedModelResponse(model_response=response,
                                      command=Command(update={"run_control_elapsed": handle.elapsed()}))
@@ -340,14 +347,18 @@ class _FinishingGuard(RunControlGuard):
         self.after_agent(state, runtime)
 
 
-def controlled_stack(middleware: Sequence[AgentMiddleware[Any, Any]] = ()) -> list[AgentMiddleware[Any, Any]]:
+def controlled_stack(
+    middleware: Sequence[AgentMiddleware[Any, Any]] = (), control: RunControl | None = None
+) -> list[AgentMiddleware[Any, Any]]:
     """``middleware`` between ``RunControlMiddleware()`` (outermost) and ``RunControlGuard()`` (innermost); a list
-    that already has them (built with the deprecated :func:`controlled_middleware`) is kept as it is."""
+    that already has them (built with the deprecated :func:`controlled_middleware`) is kept as it is. The run's
+    time is kept in state only when ``control`` has a deadline (or is unknown)."""
     listed = list(middleware)
     if listed and isinstance(listed[0], RunControlMiddleware) and isinstance(listed[-1], RunControlGuard):
         return listed
     ends = any("after_agent" in defined_hooks(m) for m in listed)
-    return [RunControlMiddleware(), *listed, _FinishingGuard() if ends else RunControlGuard()]
+    timed = control is None or control.deadline is not None
+    return [RunControlMiddleware(timed=timed), *listed, _FinishingGuard() if ends else RunControlGuard()]
 
 
 def controlled_middleware(middleware: Sequence[AgentMiddleware[Any, Any]] = ()) -> list[AgentMiddleware[Any, Any]]:

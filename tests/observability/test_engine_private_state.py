@@ -475,7 +475,7 @@ async def test_run_controlled_agent_with_review_and_pii_streams_no_private_keys(
     async with checkpointer(kind, mode, tmp_path) as saver:
         if how == "create_agent":
             agent: Any = create_agent(model, [mail_tool(outbox, seen)], middleware=stack, checkpointer=saver,
-                                 run_control=RunControl())
+                                 run_control=RunControl(deadline=600))  # a deadline keeps the run's time in state
         else:
             agent = with_run_control(create_agent(model, [mail_tool(outbox, seen)],
                                                   middleware=controlled_middleware(stack), checkpointer=saver))

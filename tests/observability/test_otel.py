@@ -138,7 +138,10 @@ def test_failures_set_status_and_record_the_exception(mode: str) -> None:
     assert failed.status.status_code == StatusCode.ERROR and "backend down" in (failed.status.description or "")
     assert [e.name for e in failed.events] == ["exception"]
     assert (failed.attributes or {})["error.type"] == "RuntimeError"
-    assert named["execute_tool lookup"][0].status.status_code == StatusCode.UNSET  # its parallel sibling succeeded
+    # Its parallel sibling did not fail. Under ainvoke LangGraph cancels a sibling still running when one task raises,
+    # so whether the sibling's span finished depends on which task the event loop ran first.
+    if mode == "invoke" or "execute_tool lookup" in named:
+        assert named["execute_tool lookup"][0].status.status_code == StatusCode.UNSET
     assert named["invoke_agent weather"][0].status.status_code == StatusCode.ERROR
 
     handler, exporter = tracing()
