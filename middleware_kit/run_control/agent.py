@@ -172,8 +172,8 @@ class ControlledAgent(CompiledAgent[Any]):
         return {**((self.config or {}).get("configurable") or {}), **((config or {}).get("configurable") or {})}
 
     def _thread_config(self, config: RunnableConfig | None) -> RunnableConfig:
-        return cast(RunnableConfig, {"configurable": {k: v for k, v in self._configurable(config).items()
-                                                      if k in ("thread_id", "checkpoint_ns", "checkpoint_id")}})
+        keys = ("thread_id", "checkpoint_ns", "checkpoint_id")
+        return {"configurable": {k: v for k, v in self._configurable(config).items() if k in keys}}
 
     def _slice(self, input: Any, config: RunnableConfig | None, handle: RunHandle, backend: LeaseBackend,
                kwargs: dict[str, Any]) -> tuple[Self, RunnableConfig, dict[str, Any]]:
@@ -182,7 +182,7 @@ class ControlledAgent(CompiledAgent[Any]):
         subgraph its parent's, measured ~8% slower per invoke), and the config and keyword arguments: the run's
         handle, LangGraph's strict resume for a resume, and a LangGraph run control to drain the run by when its
         lease is lost."""
-        saver = RunSaver.for_run(cast(BaseCheckpointSaver[Any], self.checkpointer), handle, backend, input)
+        saver = RunSaver.for_run(self.checkpointer, handle, backend, input)  # type: ignore[arg-type]
         graph = self.copy({"checkpointer": saver})
         out: dict[str, Any] = dict(config or {})
         out["configurable"] = {**(out.get("configurable") or {}), HANDLE_KEY: handle}
@@ -194,7 +194,7 @@ class ControlledAgent(CompiledAgent[Any]):
             handle.drain = kwargs.get("control") or DrainControl()
             kwargs = {**kwargs, "control": handle.drain}
         handle.base, handle.slice_started = _fresh_clock(input), _now()
-        return graph, cast(RunnableConfig, out), kwargs
+        return graph, out, kwargs  # type: ignore[return-value]
 
     @staticmethod
     def _refused(exc: BaseException, handle: RunHandle) -> Any:
@@ -226,7 +226,7 @@ class ControlledAgent(CompiledAgent[Any]):
         handle.leased(drive(self._lease(handle), backend))
         try:
             _register(backend, handle)
-            saver = cast(BaseCheckpointSaver[Any], self.checkpointer)
+            saver: BaseCheckpointSaver[Any] = self.checkpointer  # type: ignore[assignment]
             thread = self._thread_config(config)
             if self.run_control.on_pending_input == "queue" and is_new_input(input):
                 pending = [i.id for i in pending_interrupts(saver.get_tuple(thread))]
@@ -273,7 +273,7 @@ class ControlledAgent(CompiledAgent[Any]):
         beat: asyncio.Task[None] | None = None
         try:
             _register(backend, handle)
-            saver = cast(BaseCheckpointSaver[Any], self.checkpointer)
+            saver: BaseCheckpointSaver[Any] = self.checkpointer  # type: ignore[assignment]
             thread = self._thread_config(config)
             if self.run_control.on_pending_input == "queue" and is_new_input(input):
                 pending = [i.id for i in pending_interrupts(await saver.aget_tuple(thread))]

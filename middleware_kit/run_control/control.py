@@ -205,7 +205,7 @@ class RunHandle:
 
     def check(self) -> StopKind | None:
         """The reason to stop now, if any (a passed deadline flags the run)."""
-        if self.stop_kind is None and not self.finished:
+        if self.stop_kind is None and not self.finished and self.control.deadline is not None:
             remaining = self.remaining()
             if remaining is not None and remaining <= 0:
                 self.stop("deadline", f"its deadline of {self.control.deadline:g}s passed")
