@@ -41,6 +41,7 @@ from middleware_kit.run_control.lease import (
     _Op,
     _within,
     pg_setup,
+    sqlite_setup,
 )
 
 __all__ = [
@@ -298,11 +299,7 @@ class SqliteLedgerStore(_SqlStore):
     def _run(self, batch: Batch) -> Rows:
         conn = self.saver.conn
         with self.saver.lock:
-            if not self._ready:
-                for sql in _ddl(self.dialect):
-                    conn.execute(sql)
-                conn.commit()
-                self._ready = True
+            sqlite_setup(self, conn, _ddl(self.dialect))
             if not batch.write:
                 return [conn.execute(sql, args).fetchall() for sql, args in batch.stmts]
             if conn.in_transaction:  # a checkpoint write interrupted before its commit: finish it, as its next would

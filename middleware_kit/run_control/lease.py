@@ -559,11 +559,7 @@ class SqliteLeaseBackend(_SqlBackend):
     def _run(self, stmts: list[Stmt], write: bool = True) -> list[list[tuple[Any, ...]]]:
         conn = self.saver.conn
         with self.saver.lock:
-            if not self._ready:
-                for sql in _ddl(self.dialect):
-                    conn.execute(sql)
-                conn.commit()
-                self._ready = True
+            sqlite_setup(self, conn, _ddl(self.dialect))
             if not stmts:
                 return []
             if not write:
@@ -682,6 +678,17 @@ def _postgres_body(backend: Any, stmts: list[Stmt]) -> Generator[_Op, Any, list[
     """``_run``/``_arun`` of the PostgreSQL backends, written once: the tables on first use (a concurrent ``CREATE``
     in another worker is retried), then ``stmts`` (in one transaction when there are several)."""
     return (yield from _within(backend._conn(), partial(_on_connection, backend, stmts)))
+
+
+def sqlite_setup(owner: Any, conn: Any, statements: Sequence[str]) -> None:
+    """Create ``owner``'s tables on the SQLite connection ``conn`` once (``owner._ready``); the caller holds the
+    saver's lock. Shared by the lease and the call ledger."""
+    if owner._ready:
+        return
+    for sql in statements:
+        conn.execute(sql)
+    conn.commit()
+    owner._ready = True
 
 
 def pg_setup(owner: Any, conn: Any, statements: Sequence[str]) -> Generator[_Op, Any, None]:
