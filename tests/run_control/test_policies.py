@@ -215,3 +215,18 @@ def test_the_controlled_agent_is_a_drop_in_for_the_compiled_graph(mode: str) -> 
     assert out["messages"][-1].content == "one" and updates and no_thread["messages"][-1].content == "three"
     assert [m.content for m in agent.get_state(cfg("d")).values["messages"]] == ["a", "one", "b", "two"]
     assert "run_control_elapsed" not in out  # private state stays private
+
+
+def test_run_control_is_on_by_default_with_a_checkpointer_and_one_argument_tunes_it() -> None:
+    from middleware_kit import CompiledAgent
+
+    model = ScriptedChatModel(["hi"], cycle=True)
+    assert isinstance(create_agent(model, checkpointer=InMemorySaver()), ControlledAgent)  # the safe default
+    assert not isinstance(create_agent(model), ControlledAgent)  # no thread to lease
+    assert not isinstance(create_agent(model, checkpointer=True), ControlledAgent)  # a subgraph: the parent's lease
+    off = create_agent(model, checkpointer=InMemorySaver(), run_control=False)
+    assert isinstance(off, CompiledAgent) and not isinstance(off, ControlledAgent)
+    tuned = create_agent(model, checkpointer=InMemorySaver(), run_control=RunControl(on_conflict="wait"))
+    assert tuned.run_control.on_conflict == "wait"  # type: ignore[attr-defined]
+    with pytest.raises(RunControlConfigError, match=r"create_agent\(run_control='yes'\).*False to turn it off"):
+        create_agent(model, checkpointer=InMemorySaver(), run_control="yes")  # type: ignore[arg-type]
