@@ -40,6 +40,7 @@ from middleware_kit.run_control.lease import (
     _kind,
     _Op,
     _within,
+    asqlite_setup,
     pg_setup,
     sqlite_setup,
 )
@@ -323,11 +324,7 @@ class AsyncSqliteLedgerStore(_SqlStore):
     async def _arun(self, batch: Batch) -> Rows:
         conn = self.saver.conn
         async with self.saver.lock:
-            if not self._ready:
-                for sql in _ddl(self.dialect):
-                    await conn.execute(sql)
-                await conn.commit()
-                self._ready = True
+            await asqlite_setup(self, conn, _ddl(self.dialect))
             if batch.write:
                 await AsyncSqliteLeaseBackend._begin(conn)
             try:

@@ -601,11 +601,7 @@ class AsyncSqliteLeaseBackend(_SqlBackend):
     async def _arun(self, stmts: list[Stmt], write: bool = True) -> list[list[tuple[Any, ...]]]:
         conn = self.saver.conn
         async with self.saver.lock:
-            if not self._ready:
-                for sql in _ddl(self.dialect):
-                    await conn.execute(sql)
-                await conn.commit()
-                self._ready = True
+            await asqlite_setup(self, conn, _ddl(self.dialect))
             if not stmts:
                 return []
             if not write:
@@ -688,6 +684,16 @@ def sqlite_setup(owner: Any, conn: Any, statements: Sequence[str]) -> None:
     for sql in statements:
         conn.execute(sql)
     conn.commit()
+    owner._ready = True
+
+
+async def asqlite_setup(owner: Any, conn: Any, statements: Sequence[str]) -> None:
+    """:func:`sqlite_setup` on an ``aiosqlite`` connection (``AsyncSqliteSaver``'s); the caller holds its lock."""
+    if owner._ready:
+        return
+    for sql in statements:
+        await conn.execute(sql)
+    await conn.commit()
     owner._ready = True
 
 
