@@ -24,8 +24,8 @@ from langchain_core.messages import AIMessage, ToolMessage
 
 from bench.fixtures import TOOL_ARGS, AsyncNoopMiddleware, FlowNoopMiddleware, NoopMiddleware, add, noops
 from bench.report import Verdict
-from middleware_kit.chain import call_async, call_sync, compose
-from middleware_kit.pipeline import build_pipeline
+from middleware_kit._engine.chain import call_async, call_sync, compose
+from middleware_kit._engine.pipeline import build_pipeline
 from middleware_kit.testing import make_request
 from middleware_kit.types import ModelResponse, ToolCallRequest
 

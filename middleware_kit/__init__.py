@@ -5,6 +5,7 @@ The first middleware in the list is the outermost layer of the onion. See ``docs
 
 from langgraph.runtime import Runtime
 
+from middleware_kit._engine.phases import InterruptInFusedNodeWarning
 from middleware_kit.agent import create_agent
 from middleware_kit.agent_defaults import AgentDefaults, agent_scope, current_agent
 from middleware_kit.compiled import CompiledAgent
@@ -101,7 +102,6 @@ from middleware_kit.middlewares import (
     expire_pending_approvals,
     write_todos,
 )
-from middleware_kit.phases import InterruptInFusedNodeWarning
 from middleware_kit.plan import MiddlewarePlan, PlannedHook
 from middleware_kit.run_control import (
     InterruptAlreadyResolvedError,

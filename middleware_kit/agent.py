@@ -18,17 +18,17 @@ from langgraph.store.base import BaseStore
 from langgraph.types import Checkpointer
 from typing_extensions import TypeVar
 
-from middleware_kit._compat import StateLike, hide_from_streams
+from middleware_kit._engine.compat import StateLike, hide_from_streams
+from middleware_kit._engine.graph import build_graph
+from middleware_kit._engine.pipeline import Pipeline, build_pipeline
+from middleware_kit._engine.schema import MergedSchema, merge_state_schemas
+from middleware_kit._engine.tool_node import install_ledger
 from middleware_kit.compiled import CompiledAgent
 from middleware_kit.errors import AgentArgumentError, MiddlewareConfigError
-from middleware_kit.graph import build_graph
 from middleware_kit.middleware import AgentMiddleware
 from middleware_kit.models import resolve_model
-from middleware_kit.pipeline import Pipeline, build_pipeline
 from middleware_kit.plan import MiddlewarePlan, build_plan
-from middleware_kit.schema import MergedSchema, merge_state_schemas
 from middleware_kit.structured_output import declared_format, setup_strategy, supports_provider_strategy
-from middleware_kit.tool_node import install_ledger
 
 if TYPE_CHECKING:
     from langgraph.cache.base import BaseCache
@@ -112,7 +112,7 @@ def _stream_transformers(pipeline: Pipeline, extra: Sequence[Any]) -> list[Any]:
     ``stream_events(version="v3")``, in LangChain 1.5's order, each once."""
     from langgraph.prebuilt import ToolCallTransformer
 
-    from middleware_kit.subagent_stream import SubagentTransformer
+    from middleware_kit._engine.subagent_stream import SubagentTransformer
 
     factories = [*((mw.name, f) for mw in pipeline.middleware for f in mw.transformers), *(("create_agent", f)
                                                                                           for f in extra)]

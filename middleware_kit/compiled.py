@@ -4,11 +4,11 @@ A subclass of LangGraph's ``CompiledStateGraph`` with the few things an agent ad
 in the module that owns the rule and called from here:
 
 - ``stream``/``astream`` (and so ``invoke``/``ainvoke``, ``stream_events``): the run's ``context=`` checked against
-  ``context_schema`` (:mod:`middleware_kit.context`), an input ``Command`` passed through the message guards
-  (:mod:`middleware_kit.guards`, via the input channel's transform);
+  ``context_schema`` (:mod:`middleware_kit._engine.context`), an input ``Command`` passed through the message guards
+  (:mod:`middleware_kit._engine.guards`, via the input channel's transform);
 - ``bulk_update_state``/``abulk_update_state`` (and so ``update_state``): the values through the same guards;
 - state snapshots (``get_state``, ``get_state_history``) read every state key, though streams carry the public ones
-  only (:func:`middleware_kit._compat.hide_from_streams`);
+  only (:func:`middleware_kit._engine.compat.hide_from_streams`);
 - ``middleware_plan``: a real attribute, kept by ``copy()`` and ``with_config()``.
 
 Run control (:mod:`middleware_kit.run_control`) subclasses it once, as ``ControlledAgent``. No class is made or
@@ -25,8 +25,8 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command, StateUpdate
 from typing_extensions import TypeVar
 
-from middleware_kit._compat import StateLike, snapshot_channels, snapshot_scope, transform_of
-from middleware_kit.context import checked_context
+from middleware_kit._engine.compat import StateLike, snapshot_channels, snapshot_scope, transform_of
+from middleware_kit._engine.context import checked_context
 
 if TYPE_CHECKING:
     from middleware_kit.plan import MiddlewarePlan

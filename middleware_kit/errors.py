@@ -546,7 +546,8 @@ class UnknownToolWarning(UserWarning):
 
 
 class HookSignatureError(MiddlewareConfigError, TypeError):
-    """A hook's parameters do not fit its contract (:mod:`middleware_kit.hooks`): found by ``create_agent``, before
+    """A hook's parameters do not fit its contract (:mod:`middleware_kit.hooks`): found by ``create_agent``,
+    before
     anything runs (as pluggy validates a plugin at register).
 
     Attributes:

@@ -19,7 +19,8 @@ for a method) is a flow::
 - ``yield Sleep(seconds)`` sleeps without blocking the event loop under ``ainvoke``.
 - ``return value`` ends the hook; the value is what a classic wrap hook would return.
 
-The engine runs the generator in its wrap layer on its one driver (:mod:`middleware_kit.drive`): under ``invoke``
+The engine runs the generator in its wrap layer on its one driver (:mod:`middleware_kit._engine.drive`): under
+``invoke``
 requests go to the sync handler and ``Sleep`` to :data:`sleep`; under ``ainvoke`` the same generator runs on the
 event loop (no worker thread), requests awaited and ``Sleep`` on :data:`asleep`. Anything else yielded is a
 ``HookReturnError`` naming the middleware and the hook. Bundled middlewares write their wrap logic as such a flow
@@ -28,7 +29,8 @@ event loop (no worker thread), requests awaited and ``Sleep`` on :data:`asleep`.
 driver.
 
 ``sleep`` and ``asleep`` are the functions ``Sleep`` uses, looked up when a flow sleeps: tests may patch them
-(``monkeypatch.setattr(middleware_kit.flow, "sleep", fake)``). They are the only module-level names of the engine a
+(``monkeypatch.setattr(middleware_kit.flow, "sleep", fake)``). They are the only module-level names of the
+engine a
 test is meant to replace.
 """
 
@@ -44,7 +46,7 @@ from langchain_core.messages import AIMessage, ToolMessage
 from langgraph.prebuilt.tool_node import ToolCallRequest as _LangGraphToolCallRequest
 from langgraph.types import Command
 
-from middleware_kit.drive import Abort, run_async, run_sync
+from middleware_kit._engine.drive import Abort, run_async, run_sync
 from middleware_kit.types import ExtendedModelResponse, ModelRequest, ModelResponse, ToolCallRequest
 
 __all__ = [
@@ -107,7 +109,8 @@ def _calls(
 def drive(flow: Generator[Any, Any, R], handler: Callable[[Any], Any], request_type: type | tuple[type, ...]) -> R:
     """Run ``flow`` under ``invoke`` with ``handler`` as the next layer: each yielded request is ``handler(request)``
     (its exception thrown back in at the ``yield``), each ``Sleep`` a :data:`sleep`. On the engine's one driver
-    (:func:`middleware_kit.drive.run_sync`); it serves direct calls such as ``mw.wrap_model_call(request, handler)``
+    (:func:`middleware_kit._engine.drive.run_sync`); it serves direct calls such as
+    ``mw.wrap_model_call(request, handler)``
     in a unit test or a subclass's ``super()`` call."""
     __tracebackhide__ = True
     return run_sync(flow, _calls(handler, request_type, lambda: sleep))
@@ -116,7 +119,7 @@ def drive(flow: Generator[Any, Any, R], handler: Callable[[Any], Any], request_t
 async def adrive(
     flow: Generator[Any, Any, R], handler: Callable[[Any], Awaitable[Any]], request_type: type | tuple[type, ...]
 ) -> R:
-    """:func:`drive` under ``ainvoke`` (:func:`middleware_kit.drive.run_async`): requests awaited, ``Sleep`` on
+    """:func:`drive` under ``ainvoke`` (:func:`middleware_kit._engine.drive.run_async`): requests awaited, ``Sleep`` on
     :data:`asleep`."""
     __tracebackhide__ = True
     return await run_async(flow, _calls(handler, request_type, lambda: asleep))

@@ -1,7 +1,8 @@
 """The hook contract: every hook, when it runs, in which order, what it may return, where it may jump.
 
 This module is the single source of truth the engine, the decorators, the plan and the docs read. The base class
-(:mod:`middleware_kit.middleware`) only supplies defaults; the engine (:mod:`middleware_kit.pipeline`) compiles the
+(:mod:`middleware_kit.middleware`) only supplies defaults; the engine (:mod:`middleware_kit._engine.pipeline`) compiles
+the
 hooks a middleware defines into node steps and wrap layers according to the specs below.
 
 The one ordering rule: **the first middleware in the list is the outermost layer of the onion.**

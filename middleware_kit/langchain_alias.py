@@ -36,7 +36,7 @@ ALIASES: dict[str, str] = {
     # modules: the target module itself
     "langchain.agents.factory": "middleware_kit.agent",
     "langchain.agents.structured_output": "middleware_kit.structured_output",
-    "langchain.agents._subagent_transformer": "middleware_kit.subagent_stream",
+    "langchain.agents._subagent_transformer": "middleware_kit._engine.subagent_stream",
     "langchain.agents.middleware.types": "middleware_kit.middleware",
     "langchain.agents.middleware.human_in_the_loop": "middleware_kit.middlewares.human_in_the_loop.middleware",
     "langchain.agents.middleware.summarization": "middleware_kit.middlewares.summarization",
@@ -60,7 +60,7 @@ ALIASES: dict[str, str] = {
     "langchain.agents.middleware.prompt_caching": "middleware_kit.middlewares.prompt_caching",
     "langchain.agents.middleware.guardrails": "middleware_kit.middlewares.guardrails",
     "langchain.agents.middleware.moderation": "middleware_kit.middlewares.moderation",
-    "langchain.agents.middleware.internal_call_transformer": "middleware_kit.internal_calls",
+    "langchain.agents.middleware.internal_call_transformer": "middleware_kit._engine.internal_calls",
     "langchain.chat_models": "middleware_kit.models",
     # not middleware: LangChain re-exports these from langchain-core and LangGraph
     "langchain.messages": "langchain_core.messages",

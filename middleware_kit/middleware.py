@@ -23,7 +23,7 @@ from langchain_core.tools import BaseTool
 from langgraph.runtime import Runtime
 from typing_extensions import TypeVar
 
-from middleware_kit._compat import StateLike
+from middleware_kit._engine.compat import StateLike
 from middleware_kit.errors import HookNameError
 from middleware_kit.flow import ModelCallFlowHooks, ToolCallFlowHooks, WrapModelCallHook, WrapToolCallHook
 from middleware_kit.hooks import (
@@ -213,7 +213,7 @@ class AgentMiddleware(Generic[StateT, MiddlewareContextT, ResponseT]):
         """Async twin of :meth:`after_tool`."""
         return None
 
-    # -- message guard (not a step of the run: see middleware_kit.hooks.GUARD_MESSAGES) --------------------------
+    # -- message guard (not a step of the run: see middleware_kit.hooks.GUARD_MESSAGES) --------------------
     def guard_messages(
         self, messages: Sequence[AnyMessage], runtime: Runtime[Any] | None
     ) -> Sequence[AnyMessage] | None:

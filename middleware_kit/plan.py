@@ -11,8 +11,8 @@ import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from middleware_kit._engine.pipeline import Pipeline
 from middleware_kit.hooks import HOOKS, HookMode, HookSpec
-from middleware_kit.pipeline import Pipeline
 
 __all__ = ["MiddlewarePlan", "PlanRows", "PlannedHook"]
 

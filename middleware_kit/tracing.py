@@ -43,16 +43,16 @@ from langchain_core.tracers.base import BaseTracer
 from langgraph.constants import END
 from langgraph.types import Command
 
-from middleware_kit.chain import Layer, compose, model_request_layer, tool_hooks_layer
-from middleware_kit.drive import Step, Steps, run_async, run_sync
+from middleware_kit._engine.chain import Layer, compose, model_request_layer, tool_hooks_layer
+from middleware_kit._engine.drive import Step, Steps, run_async, run_sync
+from middleware_kit._engine.routing import Router
 from middleware_kit.events import _HOOK_METHODS, enter_hook, leave_hook, run_lifecycle
 from middleware_kit.middleware import AgentMiddleware, HookImpl, is_engine_layer
-from middleware_kit.routing import Router
 from middleware_kit.trace_policy import TracePolicy, config_callbacks_active, recorded, resolve_trace_policy
 from middleware_kit.types import ModelRequest, ToolCallRequest
 
 if TYPE_CHECKING:
-    from middleware_kit.phases import ModelStep, NodeStep
+    from middleware_kit._engine.phases import ModelStep, NodeStep
 
 __all__ = [
     "HOOK_TAG",
@@ -165,7 +165,7 @@ def _hook_run(
     private: frozenset[str],
 ) -> Steps[Any]:
     """One hook call (``call``) as the chain run ``"{owner}.{hook}"``, a child of the current run and the parent
-    of whatever the hook does. One body for both modes (:mod:`middleware_kit.drive`); ``asynchronous`` picks the
+    of whatever the hook does. One body for both modes (:mod:`middleware_kit._engine.drive`); ``asynchronous`` picks the
     kind of callback manager."""
     __tracebackhide__ = True
     name = f"{owner}.{hook}"
@@ -354,7 +354,7 @@ class HookTracing:
 
     def plain_items(self, items: Sequence[NodeStep | ModelStep]) -> tuple[NodeStep | ModelStep, ...]:
         """The plain items of one fused node."""
-        from middleware_kit.phases import NodeStep  # phases imports this module
+        from middleware_kit._engine.phases import NodeStep  # phases imports this module
 
         return tuple(self.plain_step(i) if isinstance(i, NodeStep) else i for i in items)
 
@@ -362,7 +362,7 @@ class HookTracing:
         self, items: Sequence[NodeStep | ModelStep], model: ModelStep, traced_model: Callable[[], ModelStep]
     ) -> tuple[NodeStep | ModelStep, ...]:
         """The traced items of one fused node (``model``, the plain model call, becomes ``traced_model()``)."""
-        from middleware_kit.phases import NodeStep  # phases imports this module
+        from middleware_kit._engine.phases import NodeStep  # phases imports this module
 
         return tuple(
             self.traced_step(i) if isinstance(i, NodeStep) else traced_model() if i is model else i for i in items

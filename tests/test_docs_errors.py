@@ -54,7 +54,7 @@ def test_discovery_finds_errors_in_every_corner_of_the_package() -> None:
     for qualified in ("middleware_kit.errors.MiddlewareError", "middleware_kit.testing.model.ScriptExhaustedError",
                       "middleware_kit.run_control.errors.ThreadBusyError", "middleware_kit.viz.VizError",
                       "middleware_kit.middlewares._frozen.FrozenMiddlewareError",
-                      "middleware_kit.phases.InterruptInFusedNodeWarning"):
+                      "middleware_kit._engine.phases.InterruptInFusedNodeWarning"):
         assert qualified in found, f"the walk missed {qualified}"
 
 

@@ -32,7 +32,7 @@ from langchain_core.messages import ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import interrupt
 
-from middleware_kit.drive import Step, Steps
+from middleware_kit._engine.drive import Step, Steps
 from middleware_kit.ledger.keys import CURRENT, METADATA_KEY, idempotency_key
 from middleware_kit.ledger.policy import Ledger, ReconcileDecision, Retry, answer, decision_of, response_schema
 from middleware_kit.ledger.records import CallKey, Entry, InDoubtCall

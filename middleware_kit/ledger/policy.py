@@ -17,7 +17,7 @@ from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool
 from langgraph.types import Command
 
-from middleware_kit.drive import Step
+from middleware_kit._engine.drive import Step
 from middleware_kit.ledger.errors import LedgerConfigError, LedgerResumeError
 from middleware_kit.ledger.records import InDoubtCall
 

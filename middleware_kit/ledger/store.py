@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, cast
 
-from middleware_kit import drive
+from middleware_kit._engine import drive
 from middleware_kit.ledger.records import CallKey, Entry
 from middleware_kit.run_control.errors import RunControlConfigError
 from middleware_kit.run_control.lease import (

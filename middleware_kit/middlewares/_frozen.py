@@ -7,7 +7,7 @@ change runs already in flight. :class:`FrozenConfig` makes that impossible and g
 - The constructor's arguments are recorded (``replace`` re-runs the constructor with them, so validation runs again)
   and its container arguments (lists, dicts, sets, nested) are copied before the constructor sees them, so the
   caller mutating a list afterwards changes nothing.
-- Until an agent adopts the instance (``create_agent``, through :func:`middleware_kit.pipeline.build_pipeline`),
+- Until an agent adopts the instance (``create_agent``, through :func:`middleware_kit._engine.pipeline.build_pipeline`),
   attributes may be set, as in LangChain (``summarization.token_counter = my_counter``). Setting one that is a
   constructor parameter (``x`` or ``_x`` for the parameter ``x``) runs the constructor again with the new value, so
   it is validated exactly as a constructor argument (the same :class:`~middleware_kit.errors.MiddlewareConfigError`)

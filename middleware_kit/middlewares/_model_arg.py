@@ -20,8 +20,8 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 from langgraph.constants import TAG_NOSTREAM
 
+from middleware_kit._engine.internal_calls import internal_call_metadata
 from middleware_kit.errors import MiddlewareConfigError, ProviderPackageError
-from middleware_kit.internal_calls import internal_call_metadata
 
 __all__ = ["internal_call_config", "resolve_chat_model", "unresolved_model", "tool_names"]
 
@@ -110,7 +110,8 @@ def internal_call_config(middleware: str, purpose: str, *, source: str | None = 
 
     Its metadata carries LangChain's ``lc_source`` (``source``, else LangChain's name for ``purpose``: ``"emulate"``
     is ``"tool_emulation"``, ``"select_tools"`` ``"tool_selection"``, ``"summarize"`` ``"summarization"``; else
-    ``purpose``) and the internal-call marker of :func:`middleware_kit.internal_calls.internal_call_metadata`, which
+    ``purpose``) and the internal-call marker of :func:`middleware_kit._engine.internal_calls.internal_call_metadata`,
+    which
     keeps the call out of ``stream_events(version="v3")``'s ``run.messages``."""
     return {
         "tags": [TAG_NOSTREAM, f"middleware_kit:{purpose}"],

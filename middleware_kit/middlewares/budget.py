@@ -43,9 +43,10 @@ from langgraph.errors import GraphInterrupt
 from langgraph.types import Command, interrupt
 from pydantic import PlainValidator, ValidationError
 
-from middleware_kit._compat import mark_invalid_resume
+from middleware_kit._engine.compat import mark_invalid_resume
+from middleware_kit._engine.drive import Step, Steps, run_async, run_sync
+from middleware_kit._engine.pairing import close_pending
 from middleware_kit.decorators import hook_config
-from middleware_kit.drive import Step, Steps, run_async, run_sync
 from middleware_kit.errors import MiddlewareConfigError, MiddlewareError
 from middleware_kit.flow import ModelCallFlow, ModelCallFlowHooks
 from middleware_kit.middleware import AgentMiddleware
@@ -69,7 +70,6 @@ from middleware_kit.middlewares._tokens import (
     VocabularyNotFoundError,
     encoding_for_model,
 )
-from middleware_kit.pairing import close_pending
 from middleware_kit.types import AgentState, ExtendedModelResponse, ModelRequest, ModelResponse, OmitFromInput
 
 __all__ = [

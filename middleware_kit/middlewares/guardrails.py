@@ -37,8 +37,8 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langgraph.constants import TAG_NOSTREAM
 
-from middleware_kit.bridge import ElasticPool, run_coroutine_sync
-from middleware_kit.drive import Step, Steps, run_async, run_sync
+from middleware_kit._engine.bridge import ElasticPool, run_coroutine_sync
+from middleware_kit._engine.drive import Step, Steps, run_async, run_sync
 from middleware_kit.errors import MiddlewareConfigError, MiddlewareError
 from middleware_kit.hooks import AsyncModelHandler, ModelHandler
 from middleware_kit.middleware import AgentMiddleware

@@ -22,12 +22,12 @@ from typing import Annotated, Any, Literal, NotRequired, TypeAlias
 from langchain_core.messages import AIMessage, AnyMessage, ToolCall, ToolMessage
 from langgraph.runtime import Runtime
 
+from middleware_kit._engine.pairing import last_ai_index
 from middleware_kit.decorators import hook_config
 from middleware_kit.errors import MiddlewareError
 from middleware_kit.middleware import AgentMiddleware
 from middleware_kit.middlewares._config import INT_AT_LEAST_0, NON_EMPTY_NAME, Config, Rule, config_error, one_of
 from middleware_kit.middlewares._frozen import FrozenConfig
-from middleware_kit.pairing import last_ai_index
 from middleware_kit.types import AgentState, PrivateStateAttr
 
 __all__ = [

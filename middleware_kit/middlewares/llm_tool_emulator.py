@@ -35,7 +35,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import BaseTool
 
-from middleware_kit.drive import Step, acall_step, call_step, run_async, run_sync
+from middleware_kit._engine.drive import Step, acall_step, call_step, run_async, run_sync
 from middleware_kit.errors import MiddlewareConfigError
 from middleware_kit.hooks import AsyncToolHandler, ToolHandler, ToolResult
 from middleware_kit.middleware import AgentMiddleware

@@ -43,7 +43,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from langchain_core.tools import BaseTool
 from langgraph.errors import GraphBubbleUp
 
-from middleware_kit.drive import Step, acall_step, call_step, run_async, run_sync
+from middleware_kit._engine.drive import Step, acall_step, call_step, run_async, run_sync
 from middleware_kit.errors import MiddlewareConfigError, MiddlewareError
 from middleware_kit.hooks import AsyncModelHandler, ModelHandler
 from middleware_kit.middleware import AgentMiddleware

@@ -372,10 +372,8 @@ class LoopGuardMiddleware(ModelCallFlowHooks, FrozenConfig, AgentMiddleware[Loop
 
 def _default_recursion_limit() -> int:
     """LangGraph's limit when the run's config sets none (it is not in the nodes' config then)."""
-    try:
-        from langgraph._internal._config import DEFAULT_RECURSION_LIMIT
-    except ImportError:  # pragma: no cover - a LangGraph that moved it: LangChain's classic default
-        return 25
+    from middleware_kit._engine.compat import DEFAULT_RECURSION_LIMIT
+
     return int(DEFAULT_RECURSION_LIMIT)
 
 

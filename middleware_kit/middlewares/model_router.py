@@ -44,7 +44,7 @@ from langgraph.runtime import Runtime
 from pydantic import JsonValue
 from pydantic_core import ValidationError
 
-from middleware_kit.drive import Step, Steps, run_async, run_sync
+from middleware_kit._engine.drive import Step, Steps, run_async, run_sync
 from middleware_kit.errors import MiddlewareConfigError, MiddlewareError
 from middleware_kit.flow import ModelCallFlow, ModelCallFlowHooks
 from middleware_kit.middleware import AgentMiddleware

@@ -28,8 +28,8 @@ from typing import Any, Literal, Protocol, runtime_checkable
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, ToolMessage
 from langgraph.runtime import Runtime
 
+from middleware_kit._engine.drive import Step, Steps, run_async, run_sync
 from middleware_kit.decorators import hook_config
-from middleware_kit.drive import Step, Steps, run_async, run_sync
 from middleware_kit.errors import MiddlewareConfigError, MiddlewareError
 from middleware_kit.middleware import AgentMiddleware
 from middleware_kit.middlewares._config import Config, config_error, one_of, rule

@@ -1,8 +1,10 @@
 """``ModelRetryMiddleware`` and ``ToolRetryMiddleware``: retries with exponential backoff and jitter.
 
-Each wrap hook is a single flow (:mod:`middleware_kit.flow`): ``response = yield request`` calls the next handler and
+Each wrap hook is a single flow (:mod:`middleware_kit.flow`): ``response = yield request`` calls the next
+handler and
 ``yield Sleep(delay)`` waits (``time.sleep`` under ``invoke``, ``asyncio.sleep`` under ``ainvoke``, so tests patch
-``middleware_kit.flow.sleep``/``asleep``, or pass ``sleep=``). The policy engine is ``tenacity``: each call builds
+``middleware_kit.flow.sleep``/``asleep``, or pass ``sleep=``). The policy engine is ``tenacity``: each call
+builds
 a ``tenacity.Retrying`` (stop, wait, retry and before-sleep from LangChain's :func:`calculate_delay`, ``Retry-After``,
 the ``max_elapsed`` deadline and the per-run budget) and the flow drives it step by step (``Retrying.iter``:
 ``DoAttempt`` is ``yield request``, ``DoSleep`` is ``yield Sleep(delay)``), so no body is written twice and nothing
@@ -47,7 +49,7 @@ from langgraph.errors import GraphBubbleUp
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
-from middleware_kit.bridge import run_coroutine_sync
+from middleware_kit._engine.bridge import run_coroutine_sync
 from middleware_kit.errors import HookReturnError, MiddlewareConfigError, MiddlewareError
 from middleware_kit.flow import ModelCallFlow, ModelCallFlowHooks, Sleep, ToolCallFlow, ToolCallFlowHooks
 from middleware_kit.hooks import ToolResult

@@ -54,10 +54,10 @@ from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.runtime import Runtime
 
 from middleware_kit import models
+from middleware_kit._engine.drive import Step, Steps, run_async, run_sync
+from middleware_kit._engine.internal_calls import ainvoke_internal, internal_call_metadata, invoke_internal
 from middleware_kit.agent_defaults import AgentDefaults, current_agent
-from middleware_kit.drive import Step, Steps, run_async, run_sync
 from middleware_kit.errors import MiddlewareConfigError, MiddlewareError
-from middleware_kit.internal_calls import ainvoke_internal, internal_call_metadata, invoke_internal
 from middleware_kit.middleware import AgentMiddleware
 from middleware_kit.middlewares._config import INT_AT_LEAST_1, Config, one_of, rule
 from middleware_kit.middlewares._frozen import FrozenConfig
@@ -773,7 +773,7 @@ class SummarizationMiddleware(FrozenConfig, AgentMiddleware):
         return defaults.request(messages, state=state, runtime=runtime, model=self.model)
 
     def _summarizing(self, state: Any, runtime: Runtime[Any] | None) -> Steps[dict[str, Any] | None]:
-        """Both hooks' one body, as steps a sync or an async driver runs (:mod:`middleware_kit.drive`): the
+        """Both hooks' one body, as steps a sync or an async driver runs (:mod:`middleware_kit._engine.drive`): the
         summarizer's call (it may be async) is the step whose mode differs."""
         request = self.request_for(state, runtime)
         plan = self._plan(request)

@@ -17,11 +17,11 @@ from langgraph.runtime import Runtime
 from langgraph.types import Command
 from typing_extensions import TypedDict
 
+from middleware_kit._engine.pairing import last_ai_index
 from middleware_kit.flow import ModelCallFlow, ModelCallFlowHooks
 from middleware_kit.middleware import AgentMiddleware
 from middleware_kit.middlewares._config import NON_EMPTY_STR, STR, Config
 from middleware_kit.middlewares._frozen import FrozenConfig
-from middleware_kit.pairing import last_ai_index
 from middleware_kit.types import AgentState, ModelRequest, OmitFromInput
 
 __all__ = [

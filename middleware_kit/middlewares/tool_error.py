@@ -20,7 +20,7 @@ from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool
 from langgraph.errors import GraphBubbleUp
 
-from middleware_kit.drive import Step, Steps, run_async, run_sync
+from middleware_kit._engine.drive import Step, Steps, run_async, run_sync
 from middleware_kit.errors import HookReturnError, MiddlewareConfigError, MiddlewareError
 from middleware_kit.hooks import AsyncToolHandler, ToolHandler, ToolResult
 from middleware_kit.middleware import AgentMiddleware
@@ -173,7 +173,8 @@ class ToolErrorMiddleware(FrozenConfig, AgentMiddleware):
     def _recovering(
         self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], Any], on_error: OnError
     ) -> Steps[ToolResult]:
-        """Both hooks' one body, as steps a sync or an async driver runs (:mod:`middleware_kit.drive`): the call of
+        """Both hooks' one body, as steps a sync or an async driver runs (:mod:`middleware_kit._engine.drive`): the
+        call of
         the next handler and the wait on an async handler are the only steps whose mode differs."""
         try:
             result: ToolResult = yield Step(handler, handler, request)

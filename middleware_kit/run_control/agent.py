@@ -34,7 +34,6 @@ from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any, Self, cast
 
 from langchain_core.runnables import RunnableConfig
-from langgraph._internal._constants import CONFIG_KEY_STRICT_RESUME
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.errors import GraphDrained
 from langgraph.errors import UnknownInterruptError as LangGraphUnknownInterruptError
@@ -42,8 +41,9 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import RunControl as DrainControl
 from langgraph.types import Command
 
+from middleware_kit._engine.compat import CONFIG_KEY_STRICT_RESUME
+from middleware_kit._engine.drive import Step, Steps, run_async, run_sync
 from middleware_kit.compiled import CompiledAgent
-from middleware_kit.drive import Step, Steps, run_async, run_sync
 from middleware_kit.run_control.admission import is_new_input, pending_interrupts, queue_flow, refusal_flow
 from middleware_kit.run_control.control import HANDLE_KEY, OWNER, RunControl, RunHandle
 from middleware_kit.run_control.errors import (
@@ -327,7 +327,7 @@ class ControlledAgent(CompiledAgent[Any]):
         """Resolve the review a thread is paused on, as cancelled (one body for :meth:`cancel` and
         :meth:`acancel`): under the thread's lease, its open calls are answered as not executed and a final message
         added (as the node that paused, so the thread ends there), and its interrupts are recorded as resolved."""
-        from middleware_kit.pairing import close_pending
+        from middleware_kit._engine.pairing import close_pending
         from middleware_kit.run_control.middleware import final_message
 
         backend = backend_for(self.checkpointer)

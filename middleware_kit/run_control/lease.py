@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, TypeVar, cast
 
-from middleware_kit import drive as drive_steps
+from middleware_kit._engine import drive as drive_steps
 from middleware_kit.flow import Sleep
 from middleware_kit.run_control.errors import RunControlConfigError, ThreadBusyError
 
@@ -81,7 +81,8 @@ class Call:
 
 
 LeaseStep = Call | Sleep
-"""What a lease flow yields: a backend operation, or a :class:`~middleware_kit.flow.Sleep` (``time.sleep`` under the
+"""What a lease flow yields: a backend operation, or a :class:`~middleware_kit.flow.Sleep` (``time.sleep``
+under the
 sync driver, ``asyncio.sleep`` under the async one)."""
 
 
@@ -222,12 +223,12 @@ def _caller(backend: Any, prefix: str, sleep: Callable[[float], Any]) -> Callabl
 
 def drive(flow: Generator[LeaseStep, Any, Any], backend: Any) -> Any:
     """Run a flow with sync calls on ``backend`` (a :class:`LeaseBackend`, or anything with its operations), on the
-    engine's one driver (:func:`middleware_kit.drive.run_sync`)."""
+    engine's one driver (:func:`middleware_kit._engine.drive.run_sync`)."""
     return drive_steps.run_sync(flow, _caller(backend, "", time.sleep))
 
 
 async def adrive(flow: Generator[LeaseStep, Any, Any], backend: Any) -> Any:
-    """Run a flow with async calls (:func:`middleware_kit.drive.run_async`)."""
+    """Run a flow with async calls (:func:`middleware_kit._engine.drive.run_async`)."""
     return await drive_steps.run_async(flow, _caller(backend, "a", asyncio.sleep))
 
 

@@ -9,7 +9,8 @@
 - **in flight**: under ``ainvoke`` the model or tool call is raced against the deadline and the cancel flag, and
   abandoned when either fires; under ``invoke`` a call that returns after the run was stopped has its result
   discarded. The same holds for a model call a hook makes for itself through
-  :func:`~middleware_kit.internal_calls.invoke_internal` (a summarizer, a classifier): :func:`controlled_call` and
+  :func:`~middleware_kit._engine.internal_calls.invoke_internal` (a summarizer, a classifier): :func:`controlled_call`
+  and
   :func:`acontrolled_call` below; the hook is then abandoned (``InternalCallAbandoned``) and the run ends at its next
   check.
 
@@ -36,16 +37,16 @@ from langchain_core.runnables.config import var_child_runnable_config
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
-from middleware_kit.bridge import ElasticPool
+from middleware_kit._engine.bridge import ElasticPool
+from middleware_kit._engine.internal_calls import InternalCallAbandoned, guard_internal_calls
+from middleware_kit._engine.pairing import close_pending, closing_messages
 from middleware_kit.decorators import hook_config
 from middleware_kit.events import run_lifecycle
 from middleware_kit.flow import ModelCallFlow, ModelCallFlowHooks, ToolCallFlow, ToolCallFlowHooks
 from middleware_kit.hooks import AsyncModelHandler, AsyncToolHandler, ModelHandler, ToolHandler, ToolResult
-from middleware_kit.internal_calls import InternalCallAbandoned, guard_internal_calls
 from middleware_kit.middleware import AgentMiddleware, defined_hooks
 from middleware_kit.middlewares._frozen import FrozenConfig
 from middleware_kit.middlewares._stream import emit
-from middleware_kit.pairing import close_pending, closing_messages
 from middleware_kit.run_control.control import RunControl, RunHandle, current_handle
 from middleware_kit.types import (
     AgentState,

@@ -9,7 +9,7 @@ from langchain_core.messages import HumanMessage
 
 import middleware_kit as mk
 from middleware_kit import AgentMiddleware, AgentState, MiddlewareConfigError, hook_config
-from middleware_kit.pipeline import defined_hooks
+from middleware_kit._engine.pipeline import defined_hooks
 from middleware_kit.testing import arun_hook, run_hook
 from tests.conftest import echo
 

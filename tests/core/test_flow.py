@@ -25,8 +25,8 @@ from middleware_kit import (
     wrap_model_call,
     wrap_tool_call,
 )
+from middleware_kit._engine.pipeline import build_pipeline
 from middleware_kit.flow import ModelCallFlow, Sleep, ToolCallFlow
-from middleware_kit.pipeline import build_pipeline
 from middleware_kit.testing import (
     arun_model_chain,
     arun_tool_chain,

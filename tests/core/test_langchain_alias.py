@@ -11,7 +11,8 @@ from unittest import mock
 import pytest
 
 import middleware_kit
-from middleware_kit import internal_calls, langchain_alias
+from middleware_kit import langchain_alias
+from middleware_kit._engine import internal_calls
 from middleware_kit.middlewares import summarization
 
 

@@ -19,9 +19,9 @@ from langgraph.types import Command
 from pydantic import BaseModel
 
 from middleware_kit import AgentMiddleware, create_agent, wrap_model_call, wrap_tool_call
+from middleware_kit._engine.pipeline import AgentTools, build_pipeline
 from middleware_kit.errors import MiddlewareConfigError, UnknownToolWarning
 from middleware_kit.middlewares.human_in_the_loop import HumanInTheLoopMiddleware
-from middleware_kit.pipeline import AgentTools, build_pipeline
 from middleware_kit.structured_output import ToolStrategy
 from middleware_kit.testing import ScriptedChatModel, tool_call
 from tests.conftest import Runner

@@ -14,7 +14,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.tools import BaseTool, tool
 
 from middleware_kit import MiddlewareConfigError, create_agent
-from middleware_kit.internal_calls import INTERNAL_CALL_METADATA_KEY, internal_call_metadata
+from middleware_kit._engine.internal_calls import INTERNAL_CALL_METADATA_KEY, internal_call_metadata
 from middleware_kit.middlewares import llm_tool_selector
 from middleware_kit.middlewares._frozen import FrozenMiddlewareError
 from middleware_kit.middlewares.llm_tool_selector import (

@@ -751,7 +751,7 @@ def test_any_trigger_or_keep_either_builds_or_raises_a_config_error(kind: Any, v
 
 
 def test_the_summarizer_call_is_marked_internal_and_lc_source() -> None:
-    from middleware_kit.internal_calls import INTERNAL_CALL_METADATA_KEY, is_internal_call
+    from middleware_kit._engine.internal_calls import INTERNAL_CALL_METADATA_KEY, is_internal_call
 
     seen: list[Any] = []
 

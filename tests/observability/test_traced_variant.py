@@ -17,7 +17,7 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
 
-from middleware_kit.chain import Layer, compose
+from middleware_kit._engine.chain import Layer, compose
 from middleware_kit.testing import ScriptedChatModel, tool_call
 from middleware_kit.tracing import HookTracing, Once
 from tests.observability.test_hook_runs import Inner, Outer, Tree, agent_of

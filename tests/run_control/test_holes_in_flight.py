@@ -21,8 +21,8 @@ from langgraph.runtime import Runtime
 from pydantic import Field
 
 from middleware_kit import create_agent
+from middleware_kit._engine.internal_calls import InternalCallAbandoned, invoke_internal
 from middleware_kit.hooks import ModelHandler, ToolHandler, ToolResult
-from middleware_kit.internal_calls import InternalCallAbandoned, invoke_internal
 from middleware_kit.middleware import AgentMiddleware
 from middleware_kit.middlewares.summarization import SummarizationMiddleware
 from middleware_kit.run_control import RunControl, RunHandle, current_handle
@@ -198,7 +198,7 @@ async def test_a_hooks_own_call_is_not_started_once_the_run_is_stopped_and_its_h
 async def test_outside_a_controlled_run_invoke_internal_is_a_plain_tagged_call() -> None:
     model = ScriptedChatModel(["one", "two"])
     assert invoke_internal(model, "q").content == "one"
-    from middleware_kit.internal_calls import ainvoke_internal, is_internal_call
+    from middleware_kit._engine.internal_calls import ainvoke_internal, is_internal_call
 
     assert (await ainvoke_internal(model, "q", {"metadata": {"mine": 1}})).content == "two"
     assert not issubclass(InternalCallAbandoned, Exception)  # as asyncio.CancelledError: `except Exception` passes it

@@ -16,7 +16,7 @@ from typing import Any
 
 from langgraph.types import Command, Interrupt
 
-from middleware_kit.drive import Step, Steps, run_async, run_sync
+from middleware_kit._engine.drive import Step, Steps, run_async, run_sync
 from middleware_kit.errors import MiddlewareConfigError
 from middleware_kit.middlewares.human_in_the_loop.types import ExpiredApproval, InvalidResumeError
 

@@ -41,7 +41,8 @@ from langgraph.types import interrupt as _langgraph_interrupt
 from pydantic import PlainValidator, ValidationError
 from typing_extensions import TypedDict
 
-from middleware_kit._compat import CONFIG_KEY_CHECKPOINTER, mark_invalid_resume
+from middleware_kit._engine.compat import CONFIG_KEY_CHECKPOINTER, mark_invalid_resume
+from middleware_kit._engine.pairing import last_ai_index, pending_tool_calls
 from middleware_kit.decorators import hook_config
 from middleware_kit.errors import MiddlewareConfigError
 from middleware_kit.flow import ModelCallFlow, ModelCallFlowHooks
@@ -85,7 +86,6 @@ from middleware_kit.middlewares.human_in_the_loop.types import (
     ReviewConfig,
     ToolApprovalRequest,
 )
-from middleware_kit.pairing import last_ai_index, pending_tool_calls
 from middleware_kit.types import (
     AgentState,
     ExtendedModelResponse,
@@ -97,7 +97,7 @@ from middleware_kit.types import (
 )
 
 if TYPE_CHECKING:
-    from middleware_kit.pipeline import AgentTools
+    from middleware_kit._engine.pipeline import AgentTools
 
 __all__ = [  # LangChain 1.5's names (served as ``langchain.agents.middleware.human_in_the_loop``), and ours
     "DEFAULT_EDIT_NOTICE",
@@ -218,7 +218,8 @@ class HumanInTheLoopMiddleware(ModelCallFlowHooks, FrozenConfig, AgentMiddleware
 
     def check_agent_tools(self, tools: AgentTools) -> None:
         """When the agent is built: every tool ``interrupt_on`` reviews is one the agent has or is listed in
-        ``dynamic_tools`` (:meth:`Policy.check_tools` states the rule; :class:`middleware_kit.pipeline.AgentTools`
+        ``dynamic_tools`` (:meth:`Policy.check_tools` states the rule;
+        :class:`middleware_kit._engine.pipeline.AgentTools`
         the hook)."""
         self._policy.check_tools(tools.names, self.dynamic_tools, type(self).__name__)
 

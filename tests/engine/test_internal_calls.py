@@ -9,7 +9,7 @@ from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, HumanMessage
 
 from middleware_kit import AgentMiddleware, create_agent
-from middleware_kit.internal_calls import (
+from middleware_kit._engine.internal_calls import (
     INTERNAL_CALL_METADATA_KEY,
     InternalCallTransformer,
     internal_call_metadata,

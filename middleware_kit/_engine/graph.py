@@ -1,12 +1,13 @@
-"""LangGraph assembly: from a :class:`~middleware_kit.pipeline.Pipeline` to a ``StateGraph``. A short loop over parts
+"""LangGraph assembly: from a :class:`~middleware_kit._engine.pipeline.Pipeline` to a ``StateGraph``. A short loop over
+parts
 that each do one job:
 
-- :mod:`middleware_kit.layout`: which hooks share a node, names, order, successors (pure, no LangGraph);
-- :mod:`middleware_kit.model_call`: binding the model and the base handler of the model chain;
-- :mod:`middleware_kit.phases`: running the items of one node (hooks, the model call) and what the node writes;
-- :mod:`middleware_kit.routing`: where a run goes after a node, a jump, or the tools;
-- :mod:`middleware_kit.tool_node`: the tool node and the tool chain around each call;
-- :mod:`middleware_kit.guards`: message guards on every node's output.
+- :mod:`middleware_kit._engine.layout`: which hooks share a node, names, order, successors (pure, no LangGraph);
+- :mod:`middleware_kit._engine.model_call`: binding the model and the base handler of the model chain;
+- :mod:`middleware_kit._engine.phases`: running the items of one node (hooks, the model call) and what the node writes;
+- :mod:`middleware_kit._engine.routing`: where a run goes after a node, a jump, or the tools;
+- :mod:`middleware_kit._engine.tool_node`: the tool node and the tool chain around each call;
+- :mod:`middleware_kit._engine.guards`: message guards on every node's output.
 
 Shape (``middleware=[A, B, C]``, every hook present, none interrupting)::
 
@@ -29,19 +30,19 @@ from langgraph.constants import END, START
 from langgraph.graph import StateGraph
 from langgraph.runtime import Runtime
 
-from middleware_kit._compat import node_runnable, with_private
+from middleware_kit._engine.chain import Layer, call_flow, compose
+from middleware_kit._engine.compat import node_runnable, with_private
+from middleware_kit._engine.drive import Steps, run_async, run_sync
+from middleware_kit._engine.guards import Guards
+from middleware_kit._engine.layout import TOOLS_NODE, NodeSpec, lay_out
+from middleware_kit._engine.model_call import ModelCall, model_writes, prepared
+from middleware_kit._engine.phases import Item, ModelStep, NodeResult, NodeRunner, NodeStep, StateSemantics
+from middleware_kit._engine.pipeline import Pipeline
+from middleware_kit._engine.routing import Router, with_goto
+from middleware_kit._engine.schema import MergedSchema
+from middleware_kit._engine.tool_node import tool_node
 from middleware_kit.agent_defaults import AgentDefaults
-from middleware_kit.chain import Layer, call_flow, compose
-from middleware_kit.drive import Steps, run_async, run_sync
-from middleware_kit.guards import Guards
-from middleware_kit.layout import TOOLS_NODE, NodeSpec, lay_out
-from middleware_kit.model_call import ModelCall, model_writes, prepared
-from middleware_kit.phases import Item, ModelStep, NodeResult, NodeRunner, NodeStep, StateSemantics
-from middleware_kit.pipeline import Pipeline
-from middleware_kit.routing import Router, with_goto
-from middleware_kit.schema import MergedSchema
 from middleware_kit.structured_output import AutoStrategy, ProviderStrategy, ToolStrategy
-from middleware_kit.tool_node import tool_node
 from middleware_kit.tracing import HookTracing, LifecycleRouter, Once, variant
 
 __all__ = ["AgentGraph", "build_graph"]

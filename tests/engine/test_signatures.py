@@ -11,9 +11,9 @@ from langgraph.runtime import Runtime
 
 from middleware_kit import AgentMiddleware, create_agent
 from middleware_kit import decorators as deco
+from middleware_kit._engine.signatures import PARAMETERS, check_hook_function
 from middleware_kit.errors import HookSignatureError, MiddlewareConfigError
 from middleware_kit.hooks import HOOKS
-from middleware_kit.signatures import PARAMETERS, check_hook_function
 from middleware_kit.testing import ScriptedChatModel
 from tests.conftest import add
 

@@ -29,7 +29,7 @@ from langgraph.graph.message import add_messages
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
-from middleware_kit._compat import transform_input
+from middleware_kit._engine.compat import transform_input
 from middleware_kit.errors import HookReturnError
 
 __all__ = ["Guards"]

@@ -11,15 +11,15 @@ from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage, ToolMessage
 from langgraph.types import Command, Overwrite
 
-from middleware_kit.errors import HookReturnError, HookValueError
-from middleware_kit.testing import ScriptedChatModel, make_request, tool_call
-from middleware_kit.types import ExtendedModelResponse, ModelResponse, ToolCallRequest
-from middleware_kit.validation import (
+from middleware_kit._engine.validation import (
     check_model_request,
     check_model_response,
     check_state_update,
     check_tool_result,
 )
+from middleware_kit.errors import HookReturnError, HookValueError
+from middleware_kit.testing import ScriptedChatModel, make_request, tool_call
+from middleware_kit.types import ExtendedModelResponse, ModelResponse, ToolCallRequest
 
 
 def test_valid_message_updates_pass() -> None:
@@ -148,7 +148,7 @@ def test_any_messages_value_is_accepted_by_add_messages_or_refused(value: Any) -
 def test_tool_failure_note_is_added_once_and_keeps_the_type() -> None:
     from langgraph.errors import GraphInterrupt
 
-    from middleware_kit.validation import note_tool_failure
+    from middleware_kit._engine.validation import note_tool_failure
 
     exc = RuntimeError("database is down")
     call = tool_call("db", {}, id="call_7")

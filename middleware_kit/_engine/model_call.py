@@ -1,9 +1,9 @@
 """The model call: binding tools, settings and the structured-output strategy, and the base handler of the chain.
 
-One frozen :class:`ModelCall` serves the agent (built by :func:`middleware_kit.graph.build_graph`) and
+One frozen :class:`ModelCall` serves the agent (built by :func:`middleware_kit._engine.graph.build_graph`) and
 :mod:`middleware_kit.testing` (``run_model_chain``), so both send the same request to the model: the regular tools,
 then the structured tools, ``tool_choice`` (forced to ``"any"`` with a structured strategy unless chosen), and the
-request's ``model_settings``. The base handler is one flow (:mod:`middleware_kit.drive`) for invoke and ainvoke.
+request's ``model_settings``. The base handler is one flow (:mod:`middleware_kit._engine.drive`) for invoke and ainvoke.
 """
 
 from __future__ import annotations
@@ -23,13 +23,13 @@ from langgraph.constants import TAG_NOSTREAM
 from langgraph.errors import GraphBubbleUp
 from langgraph.types import Command
 
-from middleware_kit._compat import update_pairs
-from middleware_kit.chain import _note_bubble
-from middleware_kit.drive import Step, Steps, run_async, run_sync
+from middleware_kit._engine.chain import _note_bubble
+from middleware_kit._engine.compat import update_pairs
+from middleware_kit._engine.drive import Step, Steps, run_async, run_sync
+from middleware_kit._engine.pairing import PairingFix, close_pending
+from middleware_kit._engine.phases import StateSemantics
 from middleware_kit.errors import ConflictingUpdateError, MiddlewareConfigError, UnknownStateKeyError, UnknownToolError
 from middleware_kit.events import emit_discarded, run_lifecycle
-from middleware_kit.pairing import PairingFix, close_pending
-from middleware_kit.phases import StateSemantics
 from middleware_kit.structured_output import (
     ProviderStrategy,
     ToolStrategy,
@@ -62,7 +62,8 @@ class ModelCall:
     """A one-slot cache of the model bound for an unchanged request, filled by the first call (None: never cached:
     an ``AutoStrategy`` decides per call)."""
     guards: Any = field(default=None, compare=False)
-    """The agent's message guards (:class:`middleware_kit.guards.Guards`), applied to the model's message as soon
+    """The agent's message guards (:class:`middleware_kit._engine.guards.Guards`), applied to the model's message as
+    soon
     as the model returns, before any wrap layer sees it (a wrapper saving the answer elsewhere than ``messages``
     then never holds a guarded value)."""
     agent_name: str | None = None

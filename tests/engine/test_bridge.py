@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from middleware_kit.bridge import ElasticPool, blocking_form, run_coroutine_sync, run_sync_in_thread
+from middleware_kit._engine.bridge import ElasticPool, blocking_form, run_coroutine_sync, run_sync_in_thread
 
 VAR: contextvars.ContextVar[str] = contextvars.ContextVar("VAR", default="unset")
 

@@ -25,16 +25,16 @@ from langgraph.prebuilt.tool_node import ToolCallRequest as LangGraphToolCallReq
 from langgraph.prebuilt.tool_node import ToolInvocationError
 from langgraph.runtime import Runtime
 
-from middleware_kit._compat import tool_node_one_call, with_private
-from middleware_kit.chain import Layer, _note_bubble, call_flow, compose
-from middleware_kit.drive import Step, Steps, run_async, run_sync
+from middleware_kit._engine.chain import Layer, _note_bubble, call_flow, compose
+from middleware_kit._engine.compat import tool_node_one_call, with_private
+from middleware_kit._engine.drive import Step, Steps, run_async, run_sync
+from middleware_kit._engine.guards import Guards
+from middleware_kit._engine.validation import note_tool_failure
 from middleware_kit.events import RunLifecycle, run_lifecycle, silenced
-from middleware_kit.guards import Guards
 from middleware_kit.ledger.call import ledgered, task_run
 from middleware_kit.ledger.policy import Ledger
 from middleware_kit.trace_policy import config_callbacks_active
 from middleware_kit.types import ToolCallRequest
-from middleware_kit.validation import note_tool_failure
 
 __all__ = ["AgentToolNode", "install_ledger", "tool_node"]
 

@@ -11,7 +11,7 @@ What a yielded value means is the mode's ``call`` (sync) or ``acall`` (async: it
   :func:`acall_step` awaits ``async_fn`` (with no ``async_fn``, ``sync_fn`` runs in a worker thread, or inline when the
   step says ``blocking=False``);
 - a caller may give its own pair: a wrap layer maps each yielded request to the next handler and each ``Sleep`` to
-  a sleep (:mod:`middleware_kit.chain`), a lease flow maps each operation name to its backend's method.
+  a sleep (:mod:`middleware_kit._engine.chain`), a lease flow maps each operation name to its backend's method.
 
 The driver itself is written once too (:func:`_drive`): :func:`run_sync` runs it to completion with one
 ``send(None)`` (nothing is awaited in sync mode, so it never suspends), :func:`run_async` awaits it. No code is
@@ -25,7 +25,7 @@ import types
 from collections.abc import Awaitable, Callable, Generator
 from typing import Any, TypeAlias, TypeVar, cast
 
-from middleware_kit.bridge import blocking_form, run_sync_in_thread
+from middleware_kit._engine.bridge import blocking_form, run_sync_in_thread
 
 __all__ = ["Abort", "Step", "Steps", "acall_step", "call_step", "run_async", "run_sync"]
 
@@ -54,7 +54,8 @@ class Step:
     def twin(cls, sync_fn: Callable[..., Any] | None, async_fn: Callable[..., Any] | None) -> Step:
         """A template for calling a hook a middleware wrote as ``sync_fn``, ``async_fn`` or both (with
         :meth:`with_args`): an async-only hook is driven on a loop under ``invoke``
-        (:func:`middleware_kit.bridge.blocking_form`), a sync-only one runs in a worker thread under ``ainvoke``."""
+        (:func:`middleware_kit._engine.bridge.blocking_form`), a sync-only one runs in a worker thread under
+        ``ainvoke``."""
         if sync_fn is None:
             assert async_fn is not None
             sync_fn = blocking_form(async_fn)

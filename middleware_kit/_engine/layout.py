@@ -1,7 +1,7 @@
 """The layout of an agent's graph: which hooks share a node, the nodes' names and order, and each node's successor.
 
 A pure function of the pipeline (no LangGraph graph is built), returning a frozen :class:`Layout` that
-:func:`middleware_kit.graph.build_graph` turns into nodes and edges, and that the plan prints.
+:func:`middleware_kit._engine.graph.build_graph` turns into nodes and edges, and that the plan prints.
 
 Rules (the whole of them):
 
@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from middleware_kit.phases import Item, ModelStep, NodeStep
+from middleware_kit._engine.phases import Item, ModelStep, NodeStep
 
 __all__ = ["END", "MODEL_NODE", "TOOLS_NODE", "Layout", "NodeSpec", "lay_out"]
 

@@ -14,9 +14,11 @@ from typing import Any
 
 from langchain_core.tools import BaseTool
 
-from middleware_kit.chain import Layer, model_request_layer, tool_hooks_layer, wrap_model_layer, wrap_tool_layer
+from middleware_kit._engine.chain import Layer, model_request_layer, tool_hooks_layer, wrap_model_layer, wrap_tool_layer
+from middleware_kit._engine.guards import Guards
+from middleware_kit._engine.phases import NodeStep, bridge_node_hook
+from middleware_kit._engine.signatures import check_hook
 from middleware_kit.errors import MiddlewareConfigError
-from middleware_kit.guards import Guards
 from middleware_kit.hooks import HOOKS, JUMP_TARGETS, NODE_PHASES, HookMode
 from middleware_kit.middleware import (
     AgentMiddleware,
@@ -28,8 +30,6 @@ from middleware_kit.middleware import (
     hook_facts,
     is_engine_layer,
 )
-from middleware_kit.phases import NodeStep, bridge_node_hook
-from middleware_kit.signatures import check_hook
 
 __all__ = ["AgentTools", "HookImpl", "Pipeline", "build_pipeline", "defined_hooks"]
 

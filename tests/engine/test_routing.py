@@ -11,10 +11,10 @@ from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage, ToolMessage
 from langgraph.types import Command, Send
 
+from middleware_kit._engine.layout import END, MODEL_NODE, TOOLS_NODE, Layout, NodeSpec
+from middleware_kit._engine.pairing import pending_tool_calls
+from middleware_kit._engine.routing import Router, structured_answered, with_goto
 from middleware_kit.hooks import JUMP_TARGETS
-from middleware_kit.layout import END, MODEL_NODE, TOOLS_NODE, Layout, NodeSpec
-from middleware_kit.pairing import pending_tool_calls
-from middleware_kit.routing import Router, structured_answered, with_goto
 from middleware_kit.structured_output import ToolStrategy, parse_model_output
 
 LOOP, END_NODE = "before_model", "after_agent"

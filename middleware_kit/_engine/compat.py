@@ -15,7 +15,8 @@ from typing import Any
 
 from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph import errors as _errors
-from langgraph._internal._constants import CONF, CONFIG_KEY_SEND
+from langgraph._internal._config import DEFAULT_RECURSION_LIMIT
+from langgraph._internal._constants import CONF, CONFIG_KEY_SEND, CONFIG_KEY_STRICT_RESUME
 from langgraph._internal._runnable import RunnableCallable, RunnableSeq
 from langgraph._internal._typing import StateLike
 from langgraph.channels.base import BaseChannel
@@ -28,6 +29,8 @@ from langgraph.types import Command
 
 __all__ = [
     "CONFIG_KEY_CHECKPOINTER",
+    "CONFIG_KEY_STRICT_RESUME",
+    "DEFAULT_RECURSION_LIMIT",
     "SUPPORTED_LANGGRAPH",
     "PublicView",
     "StateLike",

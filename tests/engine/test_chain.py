@@ -14,7 +14,7 @@ from langchain_core.messages import AIMessage, ToolMessage
 from langgraph.errors import GraphInterrupt
 from langgraph.types import Command, Interrupt
 
-from middleware_kit.chain import (
+from middleware_kit._engine.chain import (
     CallState,
     Layer,
     call_async,

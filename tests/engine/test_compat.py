@@ -1,4 +1,5 @@
-"""Every LangGraph private API the engine uses is in middleware_kit._compat, and the installed LangGraph is in the
+"""Every LangGraph private API the engine uses is in middleware_kit._engine.compat, and the installed LangGraph is in
+the
 range it supports."""
 
 from __future__ import annotations
@@ -10,9 +11,9 @@ from importlib.metadata import version
 from packaging.specifiers import SpecifierSet
 
 import middleware_kit
-import middleware_kit._compat as compat
+import middleware_kit._engine.compat as compat
 
-ENGINE = pathlib.Path(middleware_kit.__file__).parent
+PACKAGE = pathlib.Path(middleware_kit.__file__).parent
 
 
 def test_installed_langgraph_is_in_the_supported_range() -> None:
@@ -26,12 +27,12 @@ def test_every_compat_name_resolves() -> None:
 
 def test_no_engine_module_but_compat_imports_langgraph_internals() -> None:
     offenders = []
-    for path in ENGINE.glob("*.py"):
-        if path.name == "_compat.py":
+    for path in PACKAGE.rglob("*.py"):
+        if path == PACKAGE / "_engine" / "compat.py":
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.ImportFrom) and node.module and "._internal" in f".{node.module}":
-                offenders.append(f"{path.name}: from {node.module}")
+                offenders.append(f"{path.relative_to(PACKAGE)}: from {node.module}")
             if isinstance(node, ast.Attribute) and node.attr == "_update_as_tuples":
-                offenders.append(f"{path.name}: ._update_as_tuples")
+                offenders.append(f"{path.relative_to(PACKAGE)}: ._update_as_tuples")
     assert offenders == []

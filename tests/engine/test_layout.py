@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from langgraph.constants import END as LANGGRAPH_END
 
-from middleware_kit.layout import END, MODEL_NODE, TOOLS_NODE, Layout, lay_out
-from middleware_kit.phases import ModelStep, NodeStep
+from middleware_kit._engine.layout import END, MODEL_NODE, TOOLS_NODE, Layout, lay_out
+from middleware_kit._engine.phases import ModelStep, NodeStep
 
 MODEL = ModelStep(lambda view, runtime: ([], None), lambda view, runtime: None)  # type: ignore[arg-type, return-value]
 

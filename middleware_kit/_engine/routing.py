@@ -17,9 +17,9 @@ from typing import Any
 from langchain_core.messages import ToolMessage
 from langgraph.types import Command, Send
 
+from middleware_kit._engine.layout import TOOLS_NODE, Layout
+from middleware_kit._engine.pairing import close_pending, closing_messages, last_ai_index, pending_tool_calls
 from middleware_kit.hooks import JUMP_TARGETS
-from middleware_kit.layout import TOOLS_NODE, Layout
-from middleware_kit.pairing import close_pending, closing_messages, last_ai_index, pending_tool_calls
 from middleware_kit.structured_output import is_structured_answer
 
 __all__ = ["JUMP_TARGETS", "Router"]

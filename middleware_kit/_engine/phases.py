@@ -25,18 +25,18 @@ from langgraph.errors import GraphBubbleUp
 from langgraph.runtime import Runtime
 from langgraph.types import Command, Overwrite
 
-from middleware_kit._compat import is_last_value_channel
+from middleware_kit._engine.bridge import blocking_form
+from middleware_kit._engine.compat import is_last_value_channel
+from middleware_kit._engine.drive import Step, Steps, run_async, run_sync
+from middleware_kit._engine.internal_calls import InternalCallAbandoned
+from middleware_kit._engine.validation import check_state_update, note_hook_failure
 from middleware_kit.agent_defaults import AgentDefaults
 from middleware_kit.agent_defaults import enter as enter_defaults
 from middleware_kit.agent_defaults import leave as leave_defaults
-from middleware_kit.bridge import blocking_form
-from middleware_kit.drive import Step, Steps, run_async, run_sync
 from middleware_kit.errors import HookReturnError, InvalidJumpError, UnknownStateKeyError
 from middleware_kit.events import run_lifecycle
 from middleware_kit.hooks import JUMP_TARGETS, jump_target
-from middleware_kit.internal_calls import InternalCallAbandoned
 from middleware_kit.trace_policy import config_callbacks_active
-from middleware_kit.validation import check_state_update, note_hook_failure
 
 __all__ = [
     "InterruptInFusedNodeWarning",

@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import BaseModel, ConfigDict
 
-from middleware_kit.context import check_context, context_from_parent
+from middleware_kit._engine.context import check_context, context_from_parent
 from middleware_kit.errors import ContextError, MiddlewareError
 
 

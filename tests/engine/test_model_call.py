@@ -9,7 +9,7 @@ from langchain_core.messages import HumanMessage
 from pydantic import BaseModel
 
 from middleware_kit import ModelRequest, create_agent, wrap_model_call
-from middleware_kit.model_call import ModelCall
+from middleware_kit._engine.model_call import ModelCall
 from middleware_kit.testing import ScriptedChatModel, arun_model_chain, make_request, run_model_chain
 from tests.conftest import add
 

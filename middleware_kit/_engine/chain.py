@@ -14,7 +14,8 @@ first one raised during a call is recorded, and if a wrapper swallows it (return
 the entry point re-raises it.
 
 An exception a hook raises itself gets one note naming the middleware and the hook
-(:func:`~middleware_kit.validation.note_hook_failure`); one that only came through a wrap hook from its handler (the
+(:func:`~middleware_kit._engine.validation.note_hook_failure`); one that only came through a wrap hook from its handler
+(the
 model's, the tool's, an inner hook's) does not. Which it is is read from the traceback (did it pass through the
 handler's frame?), on the error path only: the happy path costs nothing but the ``try``.
 """
@@ -35,18 +36,18 @@ from langgraph.errors import GraphBubbleUp
 from langgraph.types import Command
 
 from middleware_kit import flow as _flow
-from middleware_kit.bridge import blocking_form, run_coroutine_sync, run_sync_in_thread
-from middleware_kit.drive import Abort, Step, Steps, run_async, run_sync
-from middleware_kit.errors import HookReturnError
-from middleware_kit.flow import Sleep
-from middleware_kit.hooks import HookMode
-from middleware_kit.types import ExtendedModelResponse, ModelRequest, ModelResponse, ToolCallRequest
-from middleware_kit.validation import (
+from middleware_kit._engine.bridge import blocking_form, run_coroutine_sync, run_sync_in_thread
+from middleware_kit._engine.drive import Abort, Step, Steps, run_async, run_sync
+from middleware_kit._engine.validation import (
     check_model_request,
     check_model_response,
     check_tool_result,
     note_hook_failure,
 )
+from middleware_kit.errors import HookReturnError
+from middleware_kit.flow import Sleep
+from middleware_kit.hooks import HookMode
+from middleware_kit.types import ExtendedModelResponse, ModelRequest, ModelResponse, ToolCallRequest
 
 __all__ = [
     "CallState",
@@ -141,7 +142,8 @@ def compose(
 
 def _sync_run(layers: Sequence[Layer[Any, Any]], first: int, last: int, inner: AsyncHandler) -> AsyncHandler:
     """Layers ``first..last`` (all sync-only) as one async handler: one thread hop for the whole run; the innermost
-    sync handler runs the rest of the chain back on the caller's loop (:func:`~middleware_kit.bridge.run_coroutine_sync`
+    sync handler runs the rest of the chain back on the caller's loop
+    (:func:`~middleware_kit._engine.bridge.run_coroutine_sync`
     knows the loop the thread was moved off)."""
 
     def back_to_loop(request: Any) -> Any:
@@ -252,7 +254,7 @@ def _model_response(value: object, owner: str, depth: int) -> ModelResponse[Any]
 
 def _body_build(nxt: Any, depth: int, *, body: Callable[[Any, Any, int], Steps[Any]], run: Callable[..., Any]) -> Any:
     """The handler of a layer written as an engine body (``body(request, next_handler, depth)``) for one mode:
-    ``run`` is :func:`~middleware_kit.drive.run_sync` or :func:`~middleware_kit.drive.run_async`."""
+    ``run`` is :func:`~middleware_kit._engine.drive.run_sync` or :func:`~middleware_kit._engine.drive.run_async`."""
 
     def layer(request: Any) -> Any:
         __tracebackhide__ = True
@@ -393,7 +395,8 @@ def _flow_invoke(
 
 def _flow_call(owner: str, hook: str, request_type: type, sleep_of: Callable[[], Callable[[float], Any]]) -> Any:
     """``call_of`` of a flow hook: a yielded request goes to the next handler, a ``Sleep`` to ``sleep_of()``
-    (:data:`middleware_kit.flow.sleep` or ``asleep``, looked up at each sleep so tests may patch them); anything else
+    (:data:`middleware_kit.flow.sleep` or ``asleep``, looked up at each sleep so tests may patch them);
+    anything else
     closes the flow with a ``HookReturnError`` naming the middleware and the hook."""
 
     def call_of(nxt: Any) -> Callable[[Any], Any]:
@@ -420,7 +423,8 @@ def _wrap_layer(
 ) -> Layer[Any, Any]:
     """A ``wrap_*_call`` as a layer: classic (``fn(request, handler)``: ``sync_fn``, ``async_fn`` or both) or a flow
     (``sync_fn`` is the generator function). An async-only hook under ``invoke`` is driven to completion on a loop
-    (:func:`middleware_kit.bridge.blocking_form`); a sync-only one never gets an async build (:func:`compose` runs it
+    (:func:`middleware_kit._engine.bridge.blocking_form`); a sync-only one never gets an async build (:func:`compose`
+    runs it
     in a thread hop)."""
     tracks = hook == "wrap_model_call"  # only model layers record ExtendedModelResponse commands
     sync_build = partial(_wrap_build, tracks=tracks, normalize=normalize, owner=owner, hook=hook)

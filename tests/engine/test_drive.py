@@ -1,4 +1,5 @@
-"""``middleware_kit.drive``: one generator body, one driver run in either mode (``run_sync`` / ``run_async``)."""
+"""``middleware_kit._engine.drive``: one generator body, one driver run in either mode (``run_sync`` /
+``run_async``)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-import middleware_kit.drive as drive
-from middleware_kit.drive import Abort, Step, Steps, run_async, run_sync
+import middleware_kit._engine.drive as drive
+from middleware_kit._engine.drive import Abort, Step, Steps, run_async, run_sync
 
 MODES = ["sync", "async"]
 

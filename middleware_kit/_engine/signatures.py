@@ -1,6 +1,7 @@
 """Hook signatures checked when the agent is built (as pluggy checks a plugin at register).
 
-The engine calls every hook with fixed positional arguments (:mod:`middleware_kit.hooks`); a hook that cannot take
+The engine calls every hook with fixed positional arguments (:mod:`middleware_kit.hooks`); a hook that cannot
+take
 them would otherwise fail mid-run with ``TypeError: log() takes 1 positional argument but 2 were given``. Here each
 hook is bound against placeholders for those arguments once, at build, and a mismatch raises
 :class:`~middleware_kit.errors.HookSignatureError` naming the middleware, the hook, the expected and the
