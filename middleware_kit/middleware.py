@@ -15,7 +15,7 @@ import operator
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from types import FunctionType, MethodType
-from typing import TYPE_CHECKING, Any, ClassVar, Generic
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal
 from weakref import WeakKeyDictionary
 
 from langchain_core.messages import AIMessage, AnyMessage
@@ -104,6 +104,18 @@ class AgentMiddleware(Generic[StateT, MiddlewareContextT, ResponseT]):
 
     _hook_config: ClassVar[dict[str, dict[str, Any]]] = {}
     """Per-hook ``can_jump_to``/``may_interrupt`` set by the decorators (``hook_config`` sets them on functions)."""
+
+    stream_holdback: int | Literal["message"] | None = None
+    """What this middleware must see of a model's streamed answer before any of it may reach a caller: ``None``
+    (the default) lets tokens through as they come; an ``int`` holds back that many characters per content block (a
+    value split across tokens is still caught: PII); ``"message"`` holds back the whole message until the middleware
+    has judged it (an output guard). The engine applies the strictest declaration of the stack to every stream
+    surface. A class attribute or an instance attribute set in ``__init__``."""
+
+    inherited: bool = False
+    """Whether an agent run inside a run of this agent (as a tool, a subgraph node, a ``task`` sub-agent) applies this
+    middleware too, around its own stack. True for the bundled policies (PII, budgets, guardrails, human review);
+    set it to ``False`` on an instance to keep a policy at the top level only."""
 
     _engine_layer: ClassVar[bool] = False
     """True for the layers the engine itself adds (run control's): see :func:`is_engine_layer`."""

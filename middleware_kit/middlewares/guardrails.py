@@ -236,6 +236,9 @@ class GuardrailsMiddleware(FrozenConfig, AgentMiddleware):
         parallel: True (default): input guards run concurrently with the model call. False: before it.
     """
 
+    inherited = True
+    """Applied by agents run inside this agent's runs too (see :attr:`AgentMiddleware.inherited`)."""
+
     __config__ = Config(
         input_guards=_GUARDS,
         output_guards=_GUARDS,

@@ -186,6 +186,9 @@ class HumanInTheLoopMiddleware(ModelCallFlowHooks, FrozenConfig, AgentMiddleware
     ``docs/middlewares/human_in_the_loop.md``.
     """
 
+    inherited = True
+    """Applied by agents run inside this agent's runs too (see :attr:`AgentMiddleware.inherited`)."""
+
     state_schema = HumanInTheLoopState
 
     def __init__(
