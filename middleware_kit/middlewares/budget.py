@@ -493,8 +493,7 @@ class BudgetMiddleware(ModelCallFlowHooks, FrozenConfig, AgentMiddleware[BudgetS
         encoding: The tiktoken encoding used when a model gives no ``usage_metadata`` (default: from the model name).
     """
 
-    inherited = True
-    """Applied by agents run inside this agent's runs too (see :attr:`AgentMiddleware.inherited`)."""
+    inherited = True  # applied by agents run inside this agent's runs too (AgentMiddleware.inherited)
 
     state_schema = BudgetState
     __config__ = Config(

@@ -236,8 +236,7 @@ class GuardrailsMiddleware(FrozenConfig, AgentMiddleware):
         parallel: True (default): input guards run concurrently with the model call. False: before it.
     """
 
-    inherited = True
-    """Applied by agents run inside this agent's runs too (see :attr:`AgentMiddleware.inherited`)."""
+    inherited = True  # applied by agents run inside this agent's runs too (AgentMiddleware.inherited)
 
     __config__ = Config(
         input_guards=_GUARDS,

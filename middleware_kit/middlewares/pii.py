@@ -549,9 +549,6 @@ class PIIMiddleware(ModelCallFlowHooks, ToolCallFlowHooks, FrozenConfig, AgentMi
     Constructor errors are :class:`MiddlewareConfigError` (a ``ValueError``) naming the parameter.
     """
 
-    inherited = True
-    """Applied by agents run inside this agent's runs too (see :attr:`AgentMiddleware.inherited`)."""
-
     __config__ = Config(
         owner=lambda args: args["name"] or f"PIIMiddleware[{args['pii_type']}]",
         pii_type=NON_EMPTY_NAME.saying("a non-empty string", _THEIRS),

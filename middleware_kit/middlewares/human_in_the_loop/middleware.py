@@ -186,8 +186,7 @@ class HumanInTheLoopMiddleware(ModelCallFlowHooks, FrozenConfig, AgentMiddleware
     ``docs/middlewares/human_in_the_loop.md``.
     """
 
-    inherited = True
-    """Applied by agents run inside this agent's runs too (see :attr:`AgentMiddleware.inherited`)."""
+    inherited = True  # applied by agents run inside this agent's runs too (AgentMiddleware.inherited)
 
     state_schema = HumanInTheLoopState
 
