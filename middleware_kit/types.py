@@ -8,10 +8,10 @@ their settings read-only mappings for the same reason.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Annotated, Any, Generic, Literal, NotRequired, Required, TypeAlias
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Generic, Literal, NotRequired, Required, TypeAlias, cast
 
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, SystemMessage, ToolCall
 from langchain_core.tools import BaseTool
@@ -106,6 +106,47 @@ class _Frozen:
     def __delattr__(self, name: str) -> None:
         raise dataclasses.FrozenInstanceError(f"{type(self).__name__} is frozen: cannot delete {name!r}.")
 
+    _coerce: ClassVar[Mapping[str, Callable[[Any], Any]]] = {}
+    """How a field's given value is normalised when set (``messages`` copied into a list, settings frozen...)."""
+
+    def _set_fields(self, given: Mapping[str, Any]) -> None:
+        """Set every dataclass field from ``given`` (the constructor's ``locals()``): the field list is the class's
+        annotations, stated once."""
+        for name in _field_names(type(self)):
+            value = given[name]
+            coerce = self._coerce.get(name)
+            object.__setattr__(self, name, value if coerce is None else coerce(value))
+
+    def _replaced(self, changes: Mapping[str, Any], overridable: frozenset[str]) -> Any:
+        """A copy with ``changes`` applied (unchanged fields keep their identity), refusing a name not in
+        ``overridable`` (the class's ``*Overrides`` TypedDict, the one statement of what ``override`` takes)."""
+        unknown = changes.keys() - overridable
+        if unknown:
+            raise TypeError(
+                f"{type(self).__name__}.override() got unknown field(s) {sorted(unknown)}; "
+                f"the fields are: {', '.join(sorted(overridable))}."
+            )
+        new = object.__new__(type(self))
+        for name in _field_names(type(self)):
+            if name in changes:
+                coerce = self._coerce.get(name)
+                value = changes[name] if coerce is None else coerce(changes[name])
+            else:
+                value = getattr(self, name)
+            object.__setattr__(new, name, value)
+        return new
+
+
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def _field_names(cls: type) -> tuple[str, ...]:
+    """The dataclass fields of ``cls``, in order (read once per class)."""
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = tuple(f.name for f in dataclasses.fields(cls))
+    return names
+
 
 class _ModelRequestOverrides(TypedDict, total=False):
     model: BaseChatModel
@@ -121,17 +162,23 @@ class _ModelRequestOverrides(TypedDict, total=False):
 
 
 _EMPTY_SETTINGS: Mapping[str, Any] = MappingProxyType({})
-_REQUEST_FIELDS = (
-    "model",
-    "messages",
-    "system_message",
-    "tools",
-    "tool_choice",
-    "response_format",
-    "model_settings",
-    "state",
-    "runtime",
-)
+_MODEL_REQUEST_OVERRIDES = frozenset(_ModelRequestOverrides.__annotations__)
+
+
+def _as_list(items: Sequence[Any] | None) -> list[Any]:
+    """A list given is kept as it is (its identity too, as LangChain's ``override`` does); anything else is copied
+    into a new list."""
+    if type(items) is list:
+        return items
+    return [] if items is None else list(items)
+
+
+def _freeze_settings(settings: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    if not settings:
+        return _EMPTY_SETTINGS
+    if type(settings) is MappingProxyType:
+        return settings
+    return MappingProxyType(dict(settings))
 
 
 @dataclass(init=False, eq=True, repr=True, slots=True)
@@ -165,6 +212,8 @@ class ModelRequest(_Frozen, Generic[ContextT]):
     """LangGraph's runtime of the run: ``runtime.context``, ``runtime.store``, ``runtime.stream_writer``.
     Always set inside an agent (None only on a request built by hand without one)."""
 
+    _coerce = MappingProxyType({"messages": _as_list, "tools": _as_list, "model_settings": _freeze_settings})
+
     def __init__(
         self,
         *,
@@ -183,16 +232,7 @@ class ModelRequest(_Frozen, Generic[ContextT]):
             if system_message is not None:
                 raise ValueError("Cannot specify both system_prompt and system_message")
             system_message = SystemMessage(content=system_prompt)
-        init = object.__setattr__
-        init(self, "model", model)
-        init(self, "messages", _as_list(messages))
-        init(self, "system_message", system_message)
-        init(self, "tools", _as_list(tools))
-        init(self, "tool_choice", tool_choice)
-        init(self, "response_format", response_format)
-        init(self, "model_settings", _freeze_settings(model_settings))
-        init(self, "state", state)
-        init(self, "runtime", runtime)
+        self._set_fields(locals())
 
     @property
     def system_prompt(self) -> str | None:
@@ -209,41 +249,7 @@ class ModelRequest(_Frozen, Generic[ContextT]):
                 raise ValueError("Cannot specify both system_prompt and system_message")
             prompt = values.pop("system_prompt")
             values["system_message"] = None if prompt is None else SystemMessage(content=prompt)
-        unknown = values.keys() - set(_REQUEST_FIELDS)
-        if unknown:
-            raise TypeError(
-                f"ModelRequest.override() got unknown field(s) {sorted(unknown)}; "
-                f"the fields are: {', '.join(_REQUEST_FIELDS)}, system_prompt."
-            )
-        new = object.__new__(ModelRequest)
-        init = object.__setattr__
-        for name in _REQUEST_FIELDS:
-            if name in values:
-                value = values[name]
-                if name in ("messages", "tools"):
-                    value = _as_list(value)
-                elif name == "model_settings":
-                    value = _freeze_settings(value)
-                init(new, name, value)
-            else:
-                init(new, name, getattr(self, name))
-        return new
-
-
-def _as_list(items: Sequence[Any] | None) -> list[Any]:
-    """A list given is kept as it is (its identity too, as LangChain's ``override`` does); anything else is copied
-    into a new list."""
-    if type(items) is list:
-        return items
-    return [] if items is None else list(items)
-
-
-def _freeze_settings(settings: Mapping[str, Any] | None) -> Mapping[str, Any]:
-    if not settings:
-        return _EMPTY_SETTINGS
-    if type(settings) is MappingProxyType:
-        return settings
-    return MappingProxyType(dict(settings))
+        return cast("ModelRequest[ContextT]", self._replaced(values, _MODEL_REQUEST_OVERRIDES))
 
 
 @dataclass(frozen=True)
@@ -278,6 +284,9 @@ class _ToolCallRequestOverrides(TypedDict, total=False):
     state: Any
 
 
+_TOOL_CALL_REQUEST_OVERRIDES = frozenset(_ToolCallRequestOverrides.__annotations__)
+
+
 @dataclass(init=True, slots=True)
 class ToolCallRequest(_Frozen):
     """One tool call, as ``before_tool``, ``wrap_tool_call`` and ``after_tool`` see it. Frozen: use :meth:`override`."""
@@ -298,23 +307,8 @@ class ToolCallRequest(_Frozen):
         state: Any,
         runtime: ToolRuntime[Any, Any] | None = None,
     ) -> None:
-        init = object.__setattr__
-        init(self, "tool_call", tool_call)
-        init(self, "tool", tool)
-        init(self, "state", state)
-        init(self, "runtime", runtime)
+        self._set_fields(locals())
 
     def override(self, **changes: Unpack[_ToolCallRequestOverrides]) -> ToolCallRequest:
         """Return a copy with ``changes`` applied. The original is untouched."""
-        unknown = changes.keys() - {"tool_call", "tool", "state"}
-        if unknown:
-            raise TypeError(
-                f"ToolCallRequest.override() got unknown field(s) {sorted(unknown)}; "
-                f"the fields are: tool_call, tool, state."
-            )
-        return ToolCallRequest(
-            changes.get("tool_call", self.tool_call),
-            changes.get("tool", self.tool),
-            changes.get("state", self.state),
-            self.runtime,
-        )
+        return cast(ToolCallRequest, self._replaced(changes, _TOOL_CALL_REQUEST_OVERRIDES))
