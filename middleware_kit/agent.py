@@ -18,9 +18,10 @@ from langgraph.store.base import BaseStore
 from langgraph.types import Checkpointer
 from typing_extensions import TypeVar
 
-from middleware_kit._engine.compat import StateLike, hide_from_streams
+from middleware_kit._engine.compat import StateLike
 from middleware_kit._engine.graph import build_graph
 from middleware_kit._engine.pipeline import Pipeline, build_pipeline
+from middleware_kit._engine.private_state import hide_from_streams
 from middleware_kit._engine.schema import MergedSchema, merge_state_schemas
 from middleware_kit._engine.tool_node import install_ledger
 from middleware_kit.compiled import CompiledAgent

@@ -25,8 +25,9 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command, StateUpdate
 from typing_extensions import TypeVar
 
-from middleware_kit._engine.compat import StateLike, snapshot_channels, snapshot_scope, transform_of
+from middleware_kit._engine.compat import StateLike, transform_of
 from middleware_kit._engine.context import checked_context
+from middleware_kit._engine.private_state import snapshot_channels, snapshot_scope
 
 if TYPE_CHECKING:
     from middleware_kit.plan import MiddlewarePlan

@@ -6,11 +6,9 @@ middlewares may import from here too (``mark_invalid_resume``, ``CONFIG_KEY_CHEC
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import dataclasses
 from collections.abc import Callable, Iterator, Sequence
-from contextvars import ContextVar
 from typing import Any
 
 from langchain_core.runnables import Runnable, RunnableConfig
@@ -32,19 +30,19 @@ __all__ = [
     "CONFIG_KEY_STRICT_RESUME",
     "DEFAULT_RECURSION_LIMIT",
     "SUPPORTED_LANGGRAPH",
-    "PublicView",
     "StateLike",
-    "hide_from_streams",
+    "graph_nodes",
     "is_last_value_channel",
     "mark_invalid_resume",
     "node_runnable",
-    "snapshot_channels",
-    "snapshot_scope",
+    "send_writes",
+    "set_node_mapper",
     "tool_node_one_call",
     "transform_input",
     "transform_of",
+    "untrace_routes",
     "update_pairs",
-    "with_private",
+    "wrap_node_runnable",
 ]
 
 SUPPORTED_LANGGRAPH = (">=1.0", "<1.3")
@@ -150,179 +148,42 @@ def transform_of(graph: Any) -> Callable[[Any], Any]:
     return channel.transform if isinstance(channel, _TransformedInput) else _identity
 
 
-# --- private state never in a stream (issue 18 item 4) -----------------------------------------------------------
-
-_SNAPSHOT: ContextVar[bool] = ContextVar("middleware_kit_state_snapshot", default=False)
-"""True while LangGraph assembles a ``StateSnapshot`` (``get_state``/``get_state_history``), which reads every key."""
+# --- the node internals hiding private state needs (see middleware_kit._engine.private_state) --------------------
 
 
-class _StreamChannels(list[str]):
-    """The channels a graph streams (the public ones), carrying every state channel for state snapshots. It lives in
-    ``stream_channels``, so ``copy()``/``with_config()`` keep it and the graph object gets no new attribute."""
-
-    __slots__ = ("every",)
-    every: list[str]
-
-
-def hide_from_streams(compiled: Any, public: str | Sequence[str]) -> None:
-    """Keep every state key that is not ``public`` (the output schema's keys: so ``PrivateStateAttr``/
-    ``OmitFromOutput`` keys and ``jump_to``) out of every stream mode and event, also in a subgraph:
-
-    - ``updates``/``values``/``checkpoints`` and task results in ``tasks``/``debug``: LangGraph streams only
-      ``stream_channels`` (by default every state key); set once here, free per call. The same property is what
-      ``get_state``/``get_state_history`` read, so the graph's class makes a snapshot read every key (a ContextVar,
-      set only while a snapshot is assembled): state inspection keeps showing the private keys.
-    - Task inputs (``tasks``/``debug`` task chunks, ``on_chain_start`` of a node in ``astream_events``): a node whose
-      input has private keys gets a ``mapper`` splitting it into a :class:`PublicView`; the node joins it back with
-      :func:`with_private` (the tool node through ``_extract_state``).
-    - Node outputs (``on_chain_stream``/``on_chain_end`` of a node in ``astream_events``): the node's private writes
-      go to their channels directly (``CONFIG_KEY_SEND``, as LangGraph's own writers do) and its returned update
-      keeps the public keys only; the writes are the same, in the same step.
-    - Routing functions of conditional edges (``after_tools``) read the whole state: they get no run of their own.
-
-    Nodes, checkpoints and ``get_state`` keep every key; an explicit ``output_keys=`` is honoured as given.
-    """
-    shown = frozenset([public] if isinstance(public, str) else public)
-    channels = _StreamChannels(key for key in compiled.stream_channels_list if key in shown)
-    channels.every = list(compiled.stream_channels_list)
-    compiled.stream_channels = channels
-    private = frozenset(channels.every) - shown
-    if private:
-        _split_nodes(compiled, private)
-        _untrace_routes(compiled)
-
-
-def _split_nodes(compiled: Any, private: frozenset[str]) -> None:
-    """Each node's input split by a mapper, each node's output by :class:`_PublicWrites`."""
-    splitters: dict[tuple[tuple[str, ...], Any], Callable[[Any], Any]] = {}
+def graph_nodes(compiled: Any) -> Iterator[tuple[str, Any, tuple[str, ...]]]:
+    """``(name, node, channels it reads)`` for each node of ``compiled`` that reads a list of channels (not
+    ``__start__``)."""
     for name, node in compiled.nodes.items():
-        if name == START or not isinstance(node.channels, list):
-            continue
-        reads = tuple(key for key in node.channels if key in private)
-        if reads:
-            # one splitter per distinct (keys, mapper): nodes reading the same channels keep sharing LangGraph's
-            # per-step input cache, which is keyed on the mapper
-            key = (reads, node.mapper)
-            if key not in splitters:
-                splitters[key] = _splitter(reads, node.mapper)
-            node.mapper = splitters[key]
-            node.__dict__.pop("input_cache_key", None)  # a cached_property of the old mapper
-        runs = node.node
-        if isinstance(runs, RunnableSeq) and runs.steps[0] is node.bound:
-            # what runs the node (LangGraph caches it): the node's own runnable, then its writers. ``bound`` and
-            # ``writers`` stay as they are (the graph drawing, subgraph lookup and ``Command(graph=...)`` from a
-            # child use them); only the task's runnable returns the public part of the update.
-            seq = copy.copy(runs)  # the same name, trace settings and writers
-            seq.steps = [_PublicWrites(node.bound, private), *runs.steps[1:]]
-            node.__dict__["node"] = seq
+        if name != START and isinstance(node.channels, list):
+            yield name, node, tuple(node.channels)
 
 
-def _untrace_routes(compiled: Any) -> None:
-    """A routing function reads the whole state: it runs without a run of its own (as the nodes' own functions
-    do), so its input (private keys included) never reaches a callback or an event."""
+def set_node_mapper(node: Any, mapper: Callable[[Any], Any]) -> None:
+    """Give ``node`` a new input mapper (LangGraph caches the old mapper's key: dropped)."""
+    node.mapper = mapper
+    node.__dict__.pop("input_cache_key", None)  # a cached_property of the old mapper
+
+
+def wrap_node_runnable(node: Any, wrap: Callable[[Runnable[Any, Any]], Runnable[Any, Any]]) -> None:
+    """Replace what runs ``node`` (LangGraph caches it: the node's own runnable, then its writers) by
+    ``wrap(node.bound)`` followed by the same writers. ``bound`` and ``writers`` stay as they are (the graph drawing,
+    subgraph lookup and ``Command(graph=...)`` from a child use them)."""
+    runs = node.node
+    if isinstance(runs, RunnableSeq) and runs.steps[0] is node.bound:
+        seq = copy.copy(runs)  # the same name, trace settings and writers
+        seq.steps = [wrap(node.bound), *runs.steps[1:]]
+        node.__dict__["node"] = seq
+
+
+def untrace_routes(compiled: Any) -> None:
+    """Routing functions of conditional edges run without a run of their own (as the nodes' own functions do)."""
     for branches in compiled.builder.branches.values():
         for branch in branches.values():
             if isinstance(branch.path, RunnableCallable) and branch.input_schema is None:
                 branch.path.trace = False
 
 
-class PublicView(dict[str, Any]):
-    """A node's input as LangGraph records it (the ``input`` of ``tasks``/``debug`` task chunks): the public keys
-    only. The private ones ride along in ``private`` (not part of the dict, its ``repr`` or its serialization)."""
-
-    __slots__ = ("private",)
-    private: dict[str, Any]
-
-    def __copy__(self) -> PublicView:  # LangGraph shallow-copies cached inputs
-        view = PublicView(self)
-        view.private = self.private
-        return view
-
-
-def _splitter(private: tuple[str, ...], inner: Callable[[Any], Any] | None) -> Callable[[Any], Any]:
-    def split(value: Any) -> Any:
-        if inner is not None:
-            value = inner(value)
-        if type(value) is not dict:
-            return value
-        hidden = {key: value[key] for key in private if key in value}
-        if not hidden:
-            return value
-        view = PublicView({key: item for key, item in value.items() if key not in hidden})
-        view.private = hidden
-        return view
-
-    return split
-
-
-def with_private(state: Any) -> Any:
-    """A node's whole input: what :func:`hide_from_streams`' mapper split off, joined again (one type check)."""
-    if type(state) is PublicView:
-        return {**state, **state.private}
-    return state
-
-
-class _PublicWrites(Runnable[Any, Any]):
-    """Runs a node's runnable, writes the private keys of its update to their channels and returns the rest."""
-
-    def __init__(self, bound: Runnable[Any, Any], private: frozenset[str]) -> None:
-        self.bound = bound
-        self.private = private
-        self.name = bound.get_name()
-
-    def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
-        return self._public(self.bound.invoke(input, config, **kwargs), config)
-
-    async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
-        return self._public(await self.bound.ainvoke(input, config, **kwargs), config)
-
-    def _public(self, output: Any, config: RunnableConfig | None) -> Any:
-        writes: list[tuple[str, Any]] = []
-        public = _without(output, self.private, writes)
-        if writes and config is not None:
-            config[CONF][CONFIG_KEY_SEND](writes)
-        return public
-
-
-def _without(value: Any, private: frozenset[str], writes: list[tuple[str, Any]]) -> Any:
-    """``value`` (a node's return: a dict, a ``Command`` or a list of them) without the ``private`` keys, which are
-    appended to ``writes`` in order. Untouched (the same object) when it has none."""
-    if isinstance(value, dict):
-        if private.isdisjoint(value):
-            return value
-        writes.extend((key, item) for key, item in value.items() if key in private)
-        return {key: item for key, item in value.items() if key not in private}
-    if isinstance(value, Command):
-        update = value.update
-        if value.graph is not None or update is None or (type(update) is dict and private.isdisjoint(update)):
-            return value  # nothing private (a parent's update is the parent's business)
-        pairs = update_pairs(value)
-        if all(key not in private for key, _ in pairs):
-            return value
-        writes.extend((key, item) for key, item in pairs if key in private)
-        kept = [(key, item) for key, item in pairs if key not in private]
-        return Command(update=dict(kept) if type(update) is dict else kept, resume=value.resume, goto=value.goto)
-    if isinstance(value, (list, tuple)):
-        parts = [_without(item, private, writes) for item in value]
-        if all(part is item for part, item in zip(parts, value, strict=True)):
-            return value
-        return type(value)(parts)
-    return value
-
-
-def snapshot_channels(channels: Any) -> Any:
-    """What a graph's ``stream_channels_asis`` is: every state key while a state snapshot is assembled (inspection
-    shows private keys), else the streamed (public) ones :func:`hide_from_streams` set."""
-    if _SNAPSHOT.get() and isinstance(channels, _StreamChannels):
-        return channels.every
-    return channels
-
-
-@contextlib.contextmanager
-def snapshot_scope() -> Iterator[None]:
-    """While LangGraph assembles a ``StateSnapshot`` (``get_state``/``get_state_history``): every key is read."""
-    token = _SNAPSHOT.set(True)
-    try:
-        yield
-    finally:
-        _SNAPSHOT.reset(token)
+def send_writes(config: RunnableConfig, writes: list[tuple[str, Any]]) -> None:
+    """Write ``writes`` to their channels from inside a node, as LangGraph's own writers do."""
+    config[CONF][CONFIG_KEY_SEND](writes)

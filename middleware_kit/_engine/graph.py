@@ -31,13 +31,14 @@ from langgraph.graph import StateGraph
 from langgraph.runtime import Runtime
 
 from middleware_kit._engine.chain import Layer, call_flow, compose
-from middleware_kit._engine.compat import node_runnable, with_private
+from middleware_kit._engine.compat import node_runnable
 from middleware_kit._engine.drive import Steps, run_async, run_sync
 from middleware_kit._engine.guards import Guards
 from middleware_kit._engine.layout import TOOLS_NODE, NodeSpec, lay_out
 from middleware_kit._engine.model_call import ModelCall, model_writes, prepared
 from middleware_kit._engine.phases import Item, ModelStep, NodeResult, NodeRunner, NodeStep, StateSemantics
 from middleware_kit._engine.pipeline import Pipeline
+from middleware_kit._engine.private_state import with_private
 from middleware_kit._engine.routing import Router, with_goto
 from middleware_kit._engine.schema import MergedSchema
 from middleware_kit._engine.tool_node import tool_node

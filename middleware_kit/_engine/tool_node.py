@@ -26,9 +26,10 @@ from langgraph.prebuilt.tool_node import ToolInvocationError
 from langgraph.runtime import Runtime
 
 from middleware_kit._engine.chain import Layer, _note_bubble, call_flow, compose
-from middleware_kit._engine.compat import tool_node_one_call, with_private
+from middleware_kit._engine.compat import tool_node_one_call
 from middleware_kit._engine.drive import Step, Steps, run_async, run_sync
 from middleware_kit._engine.guards import Guards
+from middleware_kit._engine.private_state import with_private
 from middleware_kit._engine.validation import note_tool_failure
 from middleware_kit.events import RunLifecycle, run_lifecycle, silenced
 from middleware_kit.ledger.call import ledgered, task_run
