@@ -23,9 +23,10 @@ from langgraph.graph import StateGraph
 from bench.fixtures import TOOL_ARGS, NoopMiddleware, add, noops
 from bench.subjects import HandRequest, nest_closures
 from middleware_kit._engine.chain import call_sync, compose
-from middleware_kit._engine.phases import NodeRunner, StateSemantics
+from middleware_kit._engine.phases import NodeRunner
 from middleware_kit._engine.pipeline import build_pipeline
 from middleware_kit._engine.schema import merge_state_schemas
+from middleware_kit._engine.state import StateSemantics
 from middleware_kit.testing import make_request, make_runtime
 from middleware_kit.types import AgentState, ModelResponse, ToolCallRequest
 

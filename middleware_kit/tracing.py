@@ -29,7 +29,7 @@ from __future__ import annotations
 import functools
 import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, is_dataclass, replace
+from dataclasses import is_dataclass, replace
 from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar, cast
 
 from langchain_core.callbacks import AsyncCallbackManager, CallbackManager
@@ -40,13 +40,11 @@ from langchain_core.runnables.config import (
     var_child_runnable_config,
 )
 from langchain_core.tracers.base import BaseTracer
-from langgraph.constants import END
 from langgraph.types import Command
 
 from middleware_kit._engine.chain import Layer, compose, model_request_layer, tool_hooks_layer
 from middleware_kit._engine.drive import Step, Steps, run_async, run_sync
-from middleware_kit._engine.routing import Router
-from middleware_kit.events import _HOOK_METHODS, enter_hook, leave_hook, run_lifecycle
+from middleware_kit.events import _HOOK_METHODS, enter_hook, leave_hook
 from middleware_kit.middleware import AgentMiddleware, HookImpl, is_engine_layer
 from middleware_kit.trace_policy import TracePolicy, config_callbacks_active, recorded, resolve_trace_policy
 from middleware_kit.types import ModelRequest, ToolCallRequest
@@ -57,7 +55,6 @@ if TYPE_CHECKING:
 __all__ = [
     "HOOK_TAG",
     "HookTracing",
-    "LifecycleRouter",
     "Once",
     "config_callbacks_active",
     "variant",
@@ -469,44 +466,3 @@ def _scoped_layer(layer: Layer[Any, Any]) -> Layer[Any, Any]:
         return _scoped_async(layer.build_async(nxt, depth), layer.owner, layer.hook)
 
     return Layer(layer.owner, layer.hook, layer.mode, build_sync, build_async)
-
-
-# -- where a run ends (for the run_finished lifecycle event) ----------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class LifecycleRouter(Router):
-    """The agent's router, which also closes the run's lifecycle (``run_finished``) when a route goes to ``END``
-    (after the model turn, on a jump, after the tools). ``after_agent`` nodes close it themselves
-    (``NodeRunner``'s ``ends_run``), since they route statically."""
-
-    def after_model(self, messages: Sequence[Any]) -> tuple[Any, list[Any]]:
-        goto, closing = Router.after_model(self, messages)
-        if goto == END:
-            _finished()
-        return goto, closing
-
-    def jump(self, target: str, view: Any) -> tuple[Any, list[Any]]:
-        goto, closing = Router.jump(self, target, view)
-        if goto == END:
-            _finished()
-        return goto, closing
-
-    def after_tools_in_run(self, state: Any, runtime: Any, config: RunnableConfig) -> str:
-        """``after_tools`` as the tool node's routing function (LangGraph passes it ``runtime`` and ``config``: no
-        context config is set where routing functions run)."""
-        goto = Router.after_tools(self, state)
-        if goto == END:
-            _finished(runtime, config)
-        return goto
-
-
-def _finished(runtime: Any = None, config: RunnableConfig | None = None) -> None:
-    if config is None:
-        config = var_child_runnable_config.get()
-    life = run_lifecycle(runtime, config)
-    if life is None:
-        return
-    token = var_child_runnable_config.set(config)  # LangGraph's stream writer reads the context config
-    try:
-        life.finished(runtime)
-    finally:
-        var_child_runnable_config.reset(token)

@@ -27,13 +27,13 @@ import contextvars
 import functools
 import queue
 import threading
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from concurrent.futures import CancelledError as CancelledFuture
 from concurrent.futures import Future
 from contextvars import ContextVar
 from typing import Any, ParamSpec, TypeVar
 
-__all__ = ["ElasticPool", "blocking_form", "run_coroutine_sync", "run_sync_in_thread"]
+__all__ = ["ElasticPool", "blocking_form", "bridge_node_hook", "run_coroutine_sync", "run_sync_in_thread"]
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -189,3 +189,13 @@ async def run_sync_in_thread(func: Callable[P, T], /, *args: P.args, **kwargs: P
     except asyncio.CancelledError:
         hop.cancel()
         raise
+
+
+def bridge_node_hook(
+    sync_fn: Callable[..., Any] | None, async_fn: Callable[..., Any] | None
+) -> tuple[Callable[[Any, Any], Any], Callable[[Any, Any], Awaitable[Any]] | None]:
+    """The sync runner (async twin driven to completion when only it exists) and the native async runner."""
+    if sync_fn is not None:
+        return sync_fn, async_fn
+    assert async_fn is not None
+    return blocking_form(async_fn), async_fn

@@ -36,15 +36,16 @@ from middleware_kit._engine.drive import Steps, run_async, run_sync
 from middleware_kit._engine.guards import Guards
 from middleware_kit._engine.layout import TOOLS_NODE, NodeSpec, lay_out
 from middleware_kit._engine.model_call import ModelCall, model_writes, prepared
-from middleware_kit._engine.phases import Item, ModelStep, NodeResult, NodeRunner, NodeStep, StateSemantics
+from middleware_kit._engine.phases import Item, ModelStep, NodeResult, NodeRunner, NodeStep
 from middleware_kit._engine.pipeline import Pipeline
 from middleware_kit._engine.private_state import with_private
-from middleware_kit._engine.routing import Router, with_goto
+from middleware_kit._engine.routing import LifecycleRouter, Router, with_goto
 from middleware_kit._engine.schema import MergedSchema
+from middleware_kit._engine.state import StateSemantics
 from middleware_kit._engine.tool_node import tool_node
 from middleware_kit.agent_defaults import AgentDefaults
 from middleware_kit.structured_output import AutoStrategy, ProviderStrategy, ToolStrategy
-from middleware_kit.tracing import HookTracing, LifecycleRouter, Once, variant
+from middleware_kit.tracing import HookTracing, Once, variant
 
 __all__ = ["AgentGraph", "build_graph"]
 

@@ -27,7 +27,7 @@ from middleware_kit._engine.chain import _note_bubble
 from middleware_kit._engine.compat import update_pairs
 from middleware_kit._engine.drive import Step, Steps, run_async, run_sync
 from middleware_kit._engine.pairing import PairingFix, close_pending
-from middleware_kit._engine.phases import StateSemantics
+from middleware_kit._engine.state import StateSemantics
 from middleware_kit.errors import ConflictingUpdateError, MiddlewareConfigError, UnknownStateKeyError, UnknownToolError
 from middleware_kit.events import emit_discarded, run_lifecycle
 from middleware_kit.structured_output import (

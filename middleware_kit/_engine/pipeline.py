@@ -14,9 +14,10 @@ from typing import Any
 
 from langchain_core.tools import BaseTool
 
+from middleware_kit._engine.bridge import bridge_node_hook
 from middleware_kit._engine.chain import Layer, model_request_layer, tool_hooks_layer, wrap_model_layer, wrap_tool_layer
 from middleware_kit._engine.guards import Guards
-from middleware_kit._engine.phases import NodeStep, bridge_node_hook
+from middleware_kit._engine.phases import NodeStep
 from middleware_kit._engine.signatures import check_hook
 from middleware_kit.errors import MiddlewareConfigError
 from middleware_kit.hooks import HOOKS, JUMP_TARGETS, NODE_PHASES, HookMode

@@ -15,14 +15,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.messages import ToolMessage
+from langchain_core.runnables import RunnableConfig
+from langchain_core.runnables.config import var_child_runnable_config
+from langgraph.graph import END
 from langgraph.types import Command, Send
 
 from middleware_kit._engine.layout import TOOLS_NODE, Layout
 from middleware_kit._engine.pairing import close_pending, closing_messages, last_ai_index, pending_tool_calls
+from middleware_kit.events import run_lifecycle
 from middleware_kit.hooks import JUMP_TARGETS
 from middleware_kit.structured_output import is_structured_answer
 
-__all__ = ["JUMP_TARGETS", "Router"]
+__all__ = ["JUMP_TARGETS", "LifecycleRouter", "Router"]
 
 
 
@@ -112,3 +116,44 @@ def structured_answered(messages: Sequence[Any], ai_index: int) -> bool:
         if is_structured_answer(message):
             return True
     return False
+
+
+# -- where a run ends (for the run_finished lifecycle event) ----------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class LifecycleRouter(Router):
+    """The agent's router, which also closes the run's lifecycle (``run_finished``) when a route goes to ``END``
+    (after the model turn, on a jump, after the tools). ``after_agent`` nodes close it themselves
+    (``NodeRunner``'s ``ends_run``), since they route statically."""
+
+    def after_model(self, messages: Sequence[Any]) -> tuple[Any, list[Any]]:
+        goto, closing = Router.after_model(self, messages)
+        if goto == END:
+            _finished()
+        return goto, closing
+
+    def jump(self, target: str, view: Any) -> tuple[Any, list[Any]]:
+        goto, closing = Router.jump(self, target, view)
+        if goto == END:
+            _finished()
+        return goto, closing
+
+    def after_tools_in_run(self, state: Any, runtime: Any, config: RunnableConfig) -> str:
+        """``after_tools`` as the tool node's routing function (LangGraph passes it ``runtime`` and ``config``: no
+        context config is set where routing functions run)."""
+        goto = Router.after_tools(self, state)
+        if goto == END:
+            _finished(runtime, config)
+        return goto
+
+
+def _finished(runtime: Any = None, config: RunnableConfig | None = None) -> None:
+    if config is None:
+        config = var_child_runnable_config.get()
+    life = run_lifecycle(runtime, config)
+    if life is None:
+        return
+    token = var_child_runnable_config.set(config)  # LangGraph's stream writer reads the context config
+    try:
+        life.finished(runtime)
+    finally:
+        var_child_runnable_config.reset(token)

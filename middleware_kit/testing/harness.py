@@ -16,14 +16,15 @@ from langgraph.runtime import Runtime
 from langgraph.store.base import BaseStore
 from langgraph.types import Command, StreamWriter
 
-from middleware_kit._engine.bridge import run_coroutine_sync
+from middleware_kit._engine.bridge import bridge_node_hook, run_coroutine_sync
 from middleware_kit._engine.chain import CallState, _note_bubble, call_flow, compose
 from middleware_kit._engine.compat import update_pairs
 from middleware_kit._engine.drive import Step, Steps, run_async, run_sync
 from middleware_kit._engine.model_call import ModelCall
-from middleware_kit._engine.phases import NodeStep, StateSemantics, bridge_node_hook
+from middleware_kit._engine.phases import NodeStep
 from middleware_kit._engine.pipeline import build_pipeline, defined_hooks
 from middleware_kit._engine.schema import merge_state_schemas
+from middleware_kit._engine.state import StateSemantics
 from middleware_kit.errors import MiddlewareConfigError
 from middleware_kit.hooks import HOOKS
 from middleware_kit.middleware import AgentMiddleware
