@@ -45,7 +45,7 @@ __all__ = ["OTEL_EXTRA_HINT", "OpenTelemetryCallbackHandler"]
 
 OTEL_EXTRA_HINT: Final = "pip install 'middleware_kit[otel]' (opentelemetry-api and opentelemetry-sdk)"
 _TRACER_NAME: Final = "middleware_kit"
-_HOOK_TAG: Final = "middleware_kit:hook"  # middleware_kit.tracing.HOOK_TAG (not imported: this module stays light)
+_HOOK_TAG: Final = "middleware_kit:hook"  # _engine.tracing.HOOK_TAG (not imported: this module stays light)
 
 
 def _otel_trace() -> Any:

@@ -3,7 +3,8 @@
 ``langchain.agents.middleware``).
 
 Every hook of a traced run is its own langchain-core run named ``"{middleware}.{hook}"`` (see
-:mod:`middleware_kit.tracing`). A :class:`TracePolicy` shapes what those runs *record*: ``process_inputs`` gets the
+:mod:`middleware_kit._engine.tracing`). A :class:`TracePolicy` shapes what those runs *record*: ``process_inputs``
+gets the
 hook's input (the state for a node hook, the request for a wrap hook) and returns what the tracer records;
 ``process_outputs`` the same for what the hook returned. ``omit_payload`` records an empty payload, keeping the
 run and its timing (e.g. to keep a long conversation out of every hook run; the messages stay on the chat-model

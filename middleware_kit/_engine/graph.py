@@ -45,7 +45,7 @@ from middleware_kit._engine.state import StateSemantics
 from middleware_kit._engine.tool_node import tool_node
 from middleware_kit.agent_defaults import AgentDefaults
 from middleware_kit.structured_output import AutoStrategy, ProviderStrategy, ToolStrategy
-from middleware_kit.tracing import HookTracing, Once, variant
+from middleware_kit._engine.tracing import HookTracing, Once, variant
 
 __all__ = ["AgentGraph", "build_graph"]
 
@@ -92,7 +92,7 @@ def build_graph(
         agent_name=agent_name,
     )
     # Every node and chain in two variants: plain, composed now, and traced (each hook a callback run), composed on
-    # the first run with callback handlers (middleware_kit.tracing).
+    # the first run with callback handlers (middleware_kit._engine.tracing).
     private = schema.keys - frozenset(builder.schemas[builder.output_schema])  # never in a trace either
     hooks = HookTracing(pipeline.middleware, pipeline.hooks, private)
     owners = tuple(layer.owner for layer in pipeline.model_layers)

@@ -99,7 +99,8 @@ class NodeRunner:
     ) -> None:
         self.items = tuple(items)
         self._traced = None if traced is None else NodeRunner(traced, semantics)
-        """The same node with every hook a callback run (:mod:`middleware_kit.tracing`), used by the runs that have
+        """The same node with every hook a callback run (:mod:`~middleware_kit._engine.tracing`), used by
+        the runs that have
         callback handlers."""
         self._ends_run = ends_run
         """``"always"``: a completed run of this node ends the agent run (the last ``after_agent`` node);

@@ -55,7 +55,8 @@ def tool_node(
 ) -> AgentToolNode:
     """The agent's tool node: ``tools``, the tool chain of ``layers`` (outermost first) around each call.
 
-    ``traced_layers``: the same chain with every hook a callback run (:mod:`middleware_kit.tracing`), used for the
+    ``traced_layers``: the same chain with every hook a callback run (:mod:`~middleware_kit._engine.tracing`), used
+    for the
     calls whose run has callback handlers (decided per call, from the call's config). Without layers, each call goes
     straight to ``ToolNode``'s execute (timed for the run's lifecycle events when the run asked for them).
     """

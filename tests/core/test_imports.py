@@ -33,7 +33,6 @@ FOUNDATION = {
     "hooks": "the hook contract (one spec per hook, the handler types) the pipeline compiles",
     "flow": "the flow-hook protocol (``yield request``, ``Sleep``) the chain drives",
     "structured_output": "the response-format strategies the model node and the router apply",
-    "tracing": "the hook recorder the graph installs",
     "ledger.call": "the exactly-once wrapper the tool node puts innermost",
     "ledger.policy": "the ledger's configuration value",
 }

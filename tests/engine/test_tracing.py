@@ -1,7 +1,8 @@
 """The traced variant of an agent's nodes and chains is built on the first run with callback handlers, once (issue 25
 item 6: a LangGraph Server graph factory builds an agent per run, and most runs have no handler).
 
-Its building blocks (:class:`~middleware_kit.tracing.Once` and ``HookTracing.traced_chain``) are tested without a
+Its building blocks (:class:`~middleware_kit._engine.tracing.Once` and ``HookTracing.traced_chain``) are tested
+without a
 graph; whole agents check that the first traced runs, concurrent in threads, each get their full tree of hook runs.
 """
 
@@ -18,8 +19,8 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
 
 from middleware_kit._engine.chain import Layer, compose
+from middleware_kit._engine.tracing import HookTracing, Once
 from middleware_kit.testing import ScriptedChatModel, tool_call
-from middleware_kit.tracing import HookTracing, Once
 from tests.observability.test_hook_runs import Inner, Outer, Tree, agent_of
 
 MODES = ["invoke", "ainvoke"]
