@@ -5,6 +5,7 @@ The first middleware in the list is the outermost layer of the onion. See ``docs
 
 from langgraph.runtime import Runtime
 
+from middleware_kit._engine.internal_calls import InternalCallAbandoned, ainvoke_internal, invoke_internal
 from middleware_kit._engine.phases import InterruptInFusedNodeWarning
 from middleware_kit.agent import create_agent
 from middleware_kit.agent_defaults import AgentDefaults, agent_scope, current_agent
@@ -175,6 +176,7 @@ __all__ = [
     "HostExecutionPolicy",
     "HumanInTheLoopMiddleware",
     "InputAgentState",
+    "InternalCallAbandoned",
     "InterruptAlreadyResolvedError",
     "InterruptInFusedNodeWarning",
     "InterruptOnConfig",
@@ -255,6 +257,7 @@ __all__ = [
     "after_model",
     "after_tool",
     "agent_scope",
+    "ainvoke_internal",
     "before_agent",
     "before_model",
     "before_tool",
@@ -270,6 +273,7 @@ __all__ = [
     "dynamic_prompt",
     "expire_pending_approvals",
     "hook_config",
+    "invoke_internal",
     "modify_model_request",
     "omit_payload",
     "with_run_control",

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph import errors as _errors
 from langgraph._internal._config import DEFAULT_RECURSION_LIMIT
-from langgraph._internal._constants import CONF, CONFIG_KEY_SEND, CONFIG_KEY_STRICT_RESUME
+from langgraph._internal._constants import CONF, CONFIG_KEY_SCRATCHPAD, CONFIG_KEY_SEND, CONFIG_KEY_STRICT_RESUME
 from langgraph._internal._runnable import RunnableCallable, RunnableSeq
 from langgraph._internal._typing import StateLike
 from langgraph.channels.base import BaseChannel
@@ -37,6 +37,9 @@ __all__ = [
     "node_runnable",
     "send_writes",
     "set_node_mapper",
+    "is_internal_config_key",
+    "task_run_marker",
+    "task_steps",
     "tool_node_one_call",
     "transform_input",
     "transform_of",
@@ -187,3 +190,25 @@ def untrace_routes(compiled: Any) -> None:
 def send_writes(config: RunnableConfig, writes: list[tuple[str, Any]]) -> None:
     """Write ``writes`` to their channels from inside a node, as LangGraph's own writers do."""
     config[CONF][CONFIG_KEY_SEND](writes)
+
+
+def task_run_marker(configurable: Mapping[str, Any]) -> Any:
+    """An object that lives exactly as long as the current run of the current task, weakly referenceable; None
+    outside a LangGraph task: the task's scratchpad (made for each run of a task) is slotted, so its
+    ``get_null_resume``, a closure made with it, stands for it."""
+    pad = configurable.get(CONFIG_KEY_SCRATCHPAD)
+    return getattr(pad, "get_null_resume", None)
+
+
+def task_steps(configurable: Mapping[str, Any]) -> tuple[int, int] | None:
+    """``(step, stop)`` of the current task's run (LangGraph stops before step ``stop``: the invocation's first step
+    plus its recursion limit), from the task's scratchpad; None outside a task."""
+    pad = configurable.get(CONFIG_KEY_SCRATCHPAD)
+    step, stop = getattr(pad, "step", None), getattr(pad, "stop", None)
+    return (step, stop) if isinstance(step, int) and isinstance(stop, int) else None
+
+
+def is_internal_config_key(key: str) -> bool:
+    """Whether ``key`` of ``config["configurable"]`` is one of LangGraph's internals (the channels, the scratchpad,
+    the checkpointer lent to a task...)."""
+    return key.startswith("__pregel_")

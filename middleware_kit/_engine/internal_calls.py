@@ -32,12 +32,19 @@ would have written is dropped, as if it returned nothing) and the run ends at it
         transformers = (InternalCallTransformer,)
 
         def before_model(self, state, runtime):
-            verdict = invoke_internal(self.checker, [HumanMessage("check")])
+            verdict = invoke_internal(self.checker, [HumanMessage("check")], site=f"{self.name}.before_model")
             ...
+
+And it is paid once: in a run with a checkpointer (and the call ledger on, as it is by default) its answer is
+recorded with the step, and a replay of the step after a crash is given the recorded answer instead of calling the
+model again (:mod:`middleware_kit.ledger.model_calls`, docs/exactly_once.md). ``site`` names the call's hook in the
+record (default: the config's ``run_name``, else the runnable's name); calls that one hook makes at the same time
+(guards checked concurrently) must each have their own.
 """
 
 from __future__ import annotations
 
+import functools
 import secrets
 from collections.abc import Awaitable, Callable
 from typing import Any, ClassVar, TypeVar, cast
@@ -45,6 +52,8 @@ from typing import Any, ClassVar, TypeVar, cast
 from langchain_core.messages import BaseMessage
 from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.stream import ProtocolEvent, StreamTransformer
+
+from middleware_kit._engine.drive import Step, Steps, run_async, run_sync
 
 __all__ = [
     "INTERNAL_CALL_METADATA_KEY",
@@ -105,22 +114,57 @@ def guard_internal_calls(sync: Callable[[Callable[[], Any]], Any],
     _guards[:] = [(sync, async_)]
 
 
+Recorder = Callable[[str, Any, Step], Steps[Any]]
+"""``recorder(site, input, call)``: the body running ``call`` (the model call, a step) as the call ledger records it;
+called in the caller's thread, where it may take the call's place in the run."""
+_recorders: list[Recorder] = []
+"""How every internal call is recorded, installed once by the call ledger when it is imported (it builds on this
+module, never the other way round; ``create_agent`` imports it): see :mod:`middleware_kit.ledger.model_calls`."""
+
+
+def record_internal_calls(recorder: Recorder) -> None:
+    """Install the recorder of :func:`invoke_internal`/:func:`ainvoke_internal` (the call ledger's, at its import)."""
+    _recorders[:] = [recorder]
+
+
+def _unrecorded(call: Step) -> Steps[Any]:
+    return (yield call)
+
+
+def _call(
+    runnable: Runnable[Any, Any], input: Any, config: RunnableConfig | None, site: str | None, kwargs: dict[str, Any]
+) -> Steps[Any]:
+    """The call, one body for both modes, through the call ledger (its place in the run is taken now, in the caller's
+    thread: a site's ordinal follows the order of the hook's calls)."""
+    call = Step(functools.partial(runnable.invoke, **kwargs), functools.partial(runnable.ainvoke, **kwargs), input,
+                _tagged(config))
+    if not _recorders:
+        return _unrecorded(call)
+    return _recorders[0](str(site or (config or {}).get("run_name") or runnable.get_name()), input, call)
+
+
 def invoke_internal(
-    runnable: Runnable[Input, Output], input: Input, config: RunnableConfig | None = None, **kwargs: Any
+    runnable: Runnable[Input, Output], input: Input, config: RunnableConfig | None = None, *,
+    site: str | None = None, **kwargs: Any
 ) -> Output:
-    """``runnable.invoke(input, config)`` as a middleware's own call: tagged internal (see the module doc) and, in a
+    """``runnable.invoke(input, config)`` as a middleware's own call: tagged internal (see the module doc); in a
     controlled run, not started once the run is stopped and its answer discarded if the run was stopped meanwhile
-    (:class:`InternalCallAbandoned`)."""
-    call: Callable[[], Output] = lambda: runnable.invoke(input, _tagged(config), **kwargs)  # noqa: E731
+    (:class:`InternalCallAbandoned`); in a run with a checkpointer, its answer recorded with the step and given back
+    to a replay of the step instead of calling the model again. ``site``: the hook making the call, as
+    ``"{middleware}.{hook}"`` (see the module doc)."""
+    body = _call(runnable, input, config, site, kwargs)
+    call: Callable[[], Output] = lambda: run_sync(body)  # noqa: E731
     return cast(Output, _guards[0][0](call)) if _guards else call()
 
 
 async def ainvoke_internal(
-    runnable: Runnable[Input, Output], input: Input, config: RunnableConfig | None = None, **kwargs: Any
+    runnable: Runnable[Input, Output], input: Input, config: RunnableConfig | None = None, *,
+    site: str | None = None, **kwargs: Any
 ) -> Output:
     """Async twin of :func:`invoke_internal`: in a controlled run the call is abandoned the moment the run is
     stopped (:class:`InternalCallAbandoned`)."""
-    call: Callable[[], Awaitable[Output]] = lambda: runnable.ainvoke(input, _tagged(config), **kwargs)  # noqa: E731
+    body = _call(runnable, input, config, site, kwargs)
+    call: Callable[[], Awaitable[Output]] = lambda: run_async(body)  # noqa: E731
     return cast(Output, await _guards[0][1](call)) if _guards else await call()
 
 

@@ -43,6 +43,7 @@ from langchain_core.tracers.base import BaseTracer
 from langgraph.types import Command
 
 from middleware_kit._engine.chain import Layer, compose, model_request_layer, tool_hooks_layer
+from middleware_kit._engine.compat import is_internal_config_key
 from middleware_kit._engine.drive import Step, Steps, run_async, run_sync
 from middleware_kit.events import _HOOK_METHODS, enter_hook, leave_hook
 from middleware_kit.middleware import AgentMiddleware, HookImpl, is_engine_layer
@@ -286,7 +287,7 @@ def _public_config(config: Any) -> Any:
     configurable = config.get("configurable") if isinstance(config, Mapping) else None
     if not isinstance(configurable, Mapping):
         return config
-    return {**config, "configurable": {k: v for k, v in configurable.items() if not k.startswith("__pregel_")}}
+    return {**config, "configurable": {k: v for k, v in configurable.items() if not is_internal_config_key(k)}}
 
 
 def _found_on_stack(*fns: object) -> bool:

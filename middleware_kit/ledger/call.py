@@ -32,6 +32,7 @@ from langchain_core.messages import ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.types import interrupt
 
+from middleware_kit._engine.compat import CONFIG_KEY_CHECKPOINTER
 from middleware_kit._engine.drive import Step, Steps
 from middleware_kit.ledger.keys import CURRENT, METADATA_KEY, idempotency_key
 from middleware_kit.ledger.policy import Ledger, ReconcileDecision, Retry, answer, decision_of, response_schema
@@ -43,7 +44,6 @@ __all__ = ["Execute", "ledgered", "task_run"]
 Execute = Callable[[Any, RunnableConfig], Step]
 """The real execution of a (possibly rewritten) request with its config, as a step."""
 
-_CHECKPOINTER = "__pregel_checkpointer"  # langgraph's CONFIG_KEY_CHECKPOINTER: the run's saver, lent to each task
 
 _RAN: ContextVar[set[CallKey] | None] = ContextVar("middleware_kit_ledger_ran", default=None)
 """The calls executed so far in the current tool task run (see the module doc's last paragraph)."""
@@ -65,7 +65,7 @@ def _recorded_at(policy: Ledger | None, request: Any, config: RunnableConfig) ->
     if policy is None or tool is None or not policy.covers(tool):
         return None
     conf = config.get("configurable") or {}
-    saver, thread = conf.get(_CHECKPOINTER), conf.get("thread_id")
+    saver, thread = conf.get(CONFIG_KEY_CHECKPOINTER), conf.get("thread_id")
     if saver is None or thread is None:
         return None
     return ledger_store(saver), CallKey(str(thread), str(conf.get("checkpoint_ns") or ""), str(request.tool_call["id"]))

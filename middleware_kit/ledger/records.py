@@ -1,12 +1,12 @@
 """The ledger's value types: where a call is recorded, what the record says, and an in-doubt call as the reconcile
-policy sees it."""
+policy sees it; where a middleware's model call is recorded, and its recorded answer."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Literal
 
-__all__ = ["CallKey", "Entry", "InDoubtCall"]
+__all__ = ["Answer", "CallKey", "Entry", "InDoubtCall", "ModelCallKey"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,3 +70,28 @@ class InDoubtCall:
             ),
             "options": ["retry", "skip", "done"],
         }
+
+
+@dataclass(frozen=True, slots=True)
+class ModelCallKey:
+    """Where one model call a middleware made for itself is recorded: its thread, the checkpoint namespace of the
+    task that made it (which holds the task id: the same when the task is run again after a crash, new in the next
+    step or turn), the call's site (``"{middleware}.{hook}"``) and its ordinal among that site's calls in the task
+    run (0 for the first)."""
+
+    thread_id: str
+    checkpoint_ns: str
+    site: str
+    ordinal: int
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """A middleware model call's recorded answer."""
+
+    digest: str
+    """A digest of the call's input: a replay whose input differs is not given this answer (the model is asked)."""
+    answer: tuple[str, bytes]
+    """``serde.dumps_typed`` of what the model returned (an ``AIMessage``, or a decision model's answer)."""
+    recorded_at: float
+    """When it was recorded (seconds since the epoch, the database's clock)."""

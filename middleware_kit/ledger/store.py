@@ -7,8 +7,10 @@
 - ``PostgresSaver`` / ``AsyncPostgresSaver``: a table in the same database, on the saver's connection or pool; each
   change is one autocommitted statement (one round trip).
 
-A first run of a call costs two writes: ``claim`` (an insert that does nothing when the call is recorded already;
-then one read of the record) and ``finish``. Each operation is written once, as a flow of statement batches
+A first run of a tool call costs two writes: ``claim`` (an insert that does nothing when the call is recorded
+already; then one read of the record) and ``finish``. A middleware's model call
+(:mod:`middleware_kit.ledger.model_calls`) costs one read (``recorded_answer``) and, once the model answered, one write
+(``record_answer``), in a second table. Each operation is written once, as a flow of statement batches
 (:class:`Batch`), driven by the sync or the async executor of its backend (the lease's connection handling: see
 :mod:`middleware_kit.run_control.lease`).
 """
@@ -24,7 +26,7 @@ from functools import partial
 from typing import Any, cast
 
 from middleware_kit._engine import drive
-from middleware_kit.ledger.records import CallKey, Entry
+from middleware_kit.ledger.records import Answer, CallKey, Entry, ModelCallKey
 from middleware_kit.run_control.errors import RunControlConfigError
 from middleware_kit.run_control.lease import (
     _PG_ASYNC,
@@ -56,6 +58,7 @@ __all__ = [
 ]
 
 TABLE = "middleware_kit_tool_calls"
+ANSWERS = "middleware_kit_model_calls"
 Stmt = tuple[str, tuple[Any, ...]]
 Rows = list[list[tuple[Any, ...]]]
 
@@ -66,6 +69,10 @@ def _ddl(d: _Dialect) -> list[str]:
         f"call_id TEXT NOT NULL, tool TEXT NOT NULL, status TEXT NOT NULL, attempt INTEGER NOT NULL, "
         f"result_type TEXT, result {d.blob}, started_at {d.real} NOT NULL, finished_at {d.real}, "
         f"PRIMARY KEY (thread_id, checkpoint_ns, call_id))",
+        f"CREATE TABLE IF NOT EXISTS {ANSWERS} (thread_id TEXT NOT NULL, checkpoint_ns TEXT NOT NULL, "
+        f"site TEXT NOT NULL, ordinal INTEGER NOT NULL, digest TEXT NOT NULL, answer_type TEXT NOT NULL, "
+        f"answer {d.blob} NOT NULL, recorded_at {d.real} NOT NULL, "
+        f"PRIMARY KEY (thread_id, checkpoint_ns, site, ordinal))",
     ]
 
 
@@ -103,7 +110,20 @@ class LedgerStore:
         raise NotImplementedError
 
     def delete_thread(self, thread_id: str) -> None:
-        """Drop every record of ``thread_id`` (with the thread's checkpoints)."""
+        """Drop every record of ``thread_id``, its tool calls' and its model calls' (with the thread's checkpoints)."""
+        raise NotImplementedError
+
+    def recorded_answer(self, key: ModelCallKey) -> Answer | None:
+        """The answer recorded for the middleware model call at ``key``, if any."""
+        raise NotImplementedError
+
+    def record_answer(self, key: ModelCallKey, digest: str, kind: str, data: bytes) -> None:
+        """Record the serialized answer of the model call at ``key`` (replacing an answer recorded there for another
+        input)."""
+        raise NotImplementedError
+
+    def answers(self, thread_id: str) -> list[tuple[ModelCallKey, Answer]]:
+        """Every recorded middleware model call of ``thread_id``, oldest first."""
         raise NotImplementedError
 
     async def aclaim(self, key: CallKey, tool: str) -> Entry | None:
@@ -124,6 +144,15 @@ class LedgerStore:
     async def adelete_thread(self, thread_id: str) -> None:
         self.delete_thread(thread_id)
 
+    async def arecorded_answer(self, key: ModelCallKey) -> Answer | None:
+        return self.recorded_answer(key)
+
+    async def arecord_answer(self, key: ModelCallKey, digest: str, kind: str, data: bytes) -> None:
+        self.record_answer(key, digest, kind, data)
+
+    async def aanswers(self, thread_id: str) -> list[tuple[ModelCallKey, Answer]]:
+        return self.answers(thread_id)
+
 
 class MemoryLedgerStore(LedgerStore):
     """Records of one process (``InMemorySaver``): they live and die with the process, as its checkpoints do."""
@@ -132,6 +161,7 @@ class MemoryLedgerStore(LedgerStore):
         super().__init__(saver)
         self._lock = threading.Lock()
         self._rows: dict[CallKey, Entry] = {}
+        self._answers: dict[ModelCallKey, Answer] = {}
 
     def claim(self, key: CallKey, tool: str) -> Entry | None:
         with self._lock:
@@ -166,6 +196,21 @@ class MemoryLedgerStore(LedgerStore):
         with self._lock:
             for key in [k for k in self._rows if k.thread_id == thread_id]:
                 del self._rows[key]
+            for answered in [k for k in self._answers if k.thread_id == thread_id]:
+                del self._answers[answered]
+
+    def recorded_answer(self, key: ModelCallKey) -> Answer | None:
+        with self._lock:
+            return self._answers.get(key)
+
+    def record_answer(self, key: ModelCallKey, digest: str, kind: str, data: bytes) -> None:
+        with self._lock:
+            self._answers.pop(key, None)  # a replaced answer is the newest: last in ``answers``
+            self._answers[key] = Answer(digest, (kind, data), time.time())
+
+    def answers(self, thread_id: str) -> list[tuple[ModelCallKey, Answer]]:
+        with self._lock:
+            return [(k, a) for k, a in self._answers.items() if k.thread_id == thread_id]
 
 
 # -- SQL: each operation once, as a flow of batches --------------------------------------------------------------
@@ -225,7 +270,42 @@ def _entries_flow(d: _Dialect, thread_id: str) -> Generator[Batch, Rows, list[tu
 
 
 def _delete_flow(d: _Dialect, thread_id: str) -> Generator[Batch, Rows, None]:
-    yield Batch(((d.q(f"DELETE FROM {TABLE} WHERE thread_id = ?"), (thread_id,)),))
+    yield Batch(tuple((d.q(f"DELETE FROM {table} WHERE thread_id = ?"), (thread_id,)) for table in (TABLE, ANSWERS)))
+
+
+_ANSWER_KEY = "thread_id = ? AND checkpoint_ns = ? AND site = ? AND ordinal = ?"
+
+
+def _answer_args(key: ModelCallKey) -> tuple[str, str, str, int]:
+    return key.thread_id, key.checkpoint_ns, key.site, key.ordinal
+
+
+def _answer(row: tuple[Any, ...]) -> Answer:
+    digest, kind, data, recorded = row
+    return Answer(str(digest), (str(kind), bytes(data)), float(recorded))
+
+
+def _recorded_answer_flow(d: _Dialect, key: ModelCallKey) -> Generator[Batch, Rows, Answer | None]:
+    sql = f"SELECT digest, answer_type, answer, recorded_at FROM {ANSWERS} WHERE {_ANSWER_KEY}"
+    rows = yield Batch(((d.q(sql), _answer_args(key)),), write=False)
+    return _answer(rows[-1][0]) if rows[-1] else None
+
+
+def _record_answer_flow(
+    d: _Dialect, key: ModelCallKey, digest: str, kind: str, data: bytes
+) -> Generator[Batch, Rows, None]:
+    sql = (f"INSERT INTO {ANSWERS} (thread_id, checkpoint_ns, site, ordinal, digest, answer_type, answer, recorded_at) "
+           f"VALUES (?, ?, ?, ?, ?, ?, ?, {{now}}) ON CONFLICT (thread_id, checkpoint_ns, site, ordinal) DO UPDATE "
+           f"SET digest = excluded.digest, answer_type = excluded.answer_type, answer = excluded.answer, "
+           f"recorded_at = excluded.recorded_at")
+    yield Batch(((d.q(sql), (*_answer_args(key), digest, kind, data)),))
+
+
+def _answers_flow(d: _Dialect, thread_id: str) -> Generator[Batch, Rows, list[tuple[ModelCallKey, Answer]]]:
+    sql = (f"SELECT checkpoint_ns, site, ordinal, digest, answer_type, answer, recorded_at FROM {ANSWERS} "
+           f"WHERE thread_id = ? ORDER BY recorded_at")
+    rows = yield Batch(((d.q(sql), (thread_id,)),), write=False)
+    return [(ModelCallKey(thread_id, str(r[0]), str(r[1]), int(r[2])), _answer(r[3:])) for r in rows[-1]]
 
 
 class _SqlStore(LedgerStore):
@@ -290,6 +370,24 @@ class _SqlStore(LedgerStore):
     async def adelete_thread(self, thread_id: str) -> None:
         await self._async(_delete_flow, thread_id)
 
+    def recorded_answer(self, key: ModelCallKey) -> Answer | None:
+        return cast("Answer | None", self._sync(_recorded_answer_flow, key))
+
+    async def arecorded_answer(self, key: ModelCallKey) -> Answer | None:
+        return cast("Answer | None", await self._async(_recorded_answer_flow, key))
+
+    def record_answer(self, key: ModelCallKey, digest: str, kind: str, data: bytes) -> None:
+        self._sync(_record_answer_flow, key, digest, kind, data)
+
+    async def arecord_answer(self, key: ModelCallKey, digest: str, kind: str, data: bytes) -> None:
+        await self._async(_record_answer_flow, key, digest, kind, data)
+
+    def answers(self, thread_id: str) -> list[tuple[ModelCallKey, Answer]]:
+        return cast("list[tuple[ModelCallKey, Answer]]", self._sync(_answers_flow, thread_id))
+
+    async def aanswers(self, thread_id: str) -> list[tuple[ModelCallKey, Answer]]:
+        return cast("list[tuple[ModelCallKey, Answer]]", await self._async(_answers_flow, thread_id))
+
 
 class SqliteLedgerStore(_SqlStore):
     """A table in the ``SqliteSaver``'s file, on its connection and under its lock."""
@@ -351,8 +449,14 @@ def _pg_on_connection(store: Any, batch: Batch, conn: Any) -> Generator[_Op, Any
     from psycopg.rows import tuple_row
 
     yield from pg_setup(store, conn, _ddl(store.dialect))
-    return (yield from _within(conn.cursor(row_factory=tuple_row),
-                               lambda cur: _executed(cur, batch.stmts, rows=True)))
+
+    def on_cursor(_: Any) -> Generator[_Op, Any, Rows]:
+        return (yield from _within(conn.cursor(row_factory=tuple_row),
+                                   lambda cur: _executed(cur, batch.stmts, rows=True)))
+
+    if batch.write and len(batch.stmts) > 1:  # one statement is atomic by itself (autocommit: one round trip)
+        return (yield from _within(conn.transaction(), on_cursor))
+    return (yield from on_cursor(None))
 
 
 class PostgresLedgerStore(_SqlStore):

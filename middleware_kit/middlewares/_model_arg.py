@@ -6,11 +6,13 @@ through provider packages); without it the string is rejected with an error sayi
 
 The calls these middlewares make are tagged ``nostream`` (LangGraph keeps them out of ``stream_mode="messages"``) and
 with ``middleware_kit:<purpose>``, carry LangChain's ``lc_source`` metadata and the internal-call marker (kept out of
-``stream_events(version="v3")``), and are named ``"{middleware}.{purpose}"`` in traces.
+``stream_events(version="v3")``), and are named ``"{middleware}.{purpose}"`` in traces. They are made through
+:func:`internal_call`: under run control, and paid once (recorded in the call ledger with their step).
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -20,10 +22,11 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 from langgraph.constants import TAG_NOSTREAM
 
-from middleware_kit._engine.internal_calls import internal_call_metadata
+from middleware_kit._engine.drive import Step
+from middleware_kit._engine.internal_calls import ainvoke_internal, internal_call_metadata, invoke_internal
 from middleware_kit.errors import MiddlewareConfigError, ProviderPackageError
 
-__all__ = ["internal_call_config", "resolve_chat_model", "unresolved_model", "tool_names"]
+__all__ = ["internal_call", "internal_call_config", "resolve_chat_model", "unresolved_model", "tool_names"]
 
 
 def _find_resolver() -> Callable[..., Any] | None:
@@ -118,6 +121,14 @@ def internal_call_config(middleware: str, purpose: str, *, source: str | None = 
         "run_name": f"{middleware}.{purpose}",
         "metadata": {"lc_source": source or _LC_SOURCES.get(purpose, purpose), **internal_call_metadata()},
     }
+
+
+def internal_call(model: Any, input: Any, config: RunnableConfig | None, *, site: str) -> Step:
+    """A middleware's own call of ``model`` as a step of its flow (``invoke_internal`` under ``invoke``,
+    ``ainvoke_internal`` under ``ainvoke``): tagged internal, under the run's control, and recorded in the call ledger
+    as ``site`` (``"{middleware}.{hook}"``), so a replay of the step after a crash does not pay for it again."""
+    return Step(functools.partial(invoke_internal, site=site), functools.partial(ainvoke_internal, site=site), model,
+                input, config)
 
 
 def tool_names(items: Iterable[object], *, middleware: str, parameter: str) -> tuple[str, ...]:

@@ -57,7 +57,7 @@ from middleware_kit.middlewares._config import (
     one_of,
 )
 from middleware_kit.middlewares._frozen import FrozenConfig
-from middleware_kit.middlewares._model_arg import internal_call_config, resolve_chat_model, tool_names
+from middleware_kit.middlewares._model_arg import internal_call, internal_call_config, resolve_chat_model, tool_names
 from middleware_kit.middlewares._stream import emit
 from middleware_kit.middlewares.human_in_the_loop import InterruptOnConfig
 from middleware_kit.trace_policy import TracePolicy, omit_payload
@@ -253,15 +253,16 @@ class AutoModeMiddleware(FrozenConfig, AgentMiddleware):
             )
         return float(match.group(1))
 
-    def _classification(self, call: ToolCall, description: str, messages: Sequence[Any]) -> _Classification:
-        """The risk of ``call``, written once: the classifier's call is the ``Step`` it yields."""
+    def _classification(self, call: ToolCall, description: str, messages: Sequence[Any], hook: str) -> _Classification:
+        """The risk of ``call``, written once: the classifier's call is the ``Step`` it yields (recorded in the call
+        ledger as made by ``hook``)."""
         payload, config = self._inputs(call, description, messages)
-        answer = yield Step(self.classifier.invoke, self.classifier.ainvoke, payload, config)
+        answer = yield internal_call(self.classifier, payload, config, site=f"{self.name}.{hook}")
         return self._risk(answer)
 
     def _classify(self, call: ToolCall, description: str, messages: Sequence[Any]) -> float:
         """:meth:`_classification` under ``invoke`` (the review policy's ``when`` is sync)."""
-        return run_sync(self._classification(call, description, messages))
+        return run_sync(self._classification(call, description, messages, "when"))
 
     @property
     def _tool_names(self) -> frozenset[str]:
@@ -336,7 +337,9 @@ class AutoModeMiddleware(FrozenConfig, AgentMiddleware):
             return result
         try:
             call = request.tool_call
-            risk = yield from self._classification(call, self._description(request), self._messages(request.state))
+            risk = yield from self._classification(
+                call, self._description(request), self._messages(request.state), "wrap_tool_call"
+            )
         except GraphBubbleUp:
             raise
         except Exception as exc:

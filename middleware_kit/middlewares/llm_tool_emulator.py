@@ -41,7 +41,7 @@ from middleware_kit.hooks import AsyncToolHandler, ToolHandler, ToolResult
 from middleware_kit.middleware import AgentMiddleware
 from middleware_kit.middlewares._config import TOOLS, Config
 from middleware_kit.middlewares._frozen import FrozenConfig
-from middleware_kit.middlewares._model_arg import internal_call_config, resolve_chat_model, tool_names
+from middleware_kit.middlewares._model_arg import internal_call, internal_call_config, resolve_chat_model, tool_names
 from middleware_kit.middlewares._stream import emit
 from middleware_kit.models import resolve_model
 from middleware_kit.types import ToolCallRequest
@@ -135,9 +135,8 @@ class LLMToolEmulator(FrozenConfig, AgentMiddleware):
         if not self._emulates(request):
             result: ToolResult = yield request
             return result
-        model = self.model
         config = internal_call_config(self.name, "emulate")
-        reply = yield Step(model.invoke, model.ainvoke, self._prompt(request), config)
+        reply = yield internal_call(self.model, self._prompt(request), config, site=f"{self.name}.wrap_tool_call")
         return self._result(request, reply)
 
     def wrap_tool_call(self, request: ToolCallRequest, handler: ToolHandler) -> ToolResult:

@@ -49,7 +49,7 @@ from middleware_kit.hooks import AsyncModelHandler, ModelHandler
 from middleware_kit.middleware import AgentMiddleware
 from middleware_kit.middlewares._config import INT_AT_LEAST_0, INT_AT_LEAST_1, NON_EMPTY_STR, Config
 from middleware_kit.middlewares._frozen import FrozenConfig
-from middleware_kit.middlewares._model_arg import internal_call_config, resolve_chat_model, tool_names
+from middleware_kit.middlewares._model_arg import internal_call, internal_call_config, resolve_chat_model, tool_names
 from middleware_kit.middlewares._stream import emit
 from middleware_kit.models import resolve_model
 from middleware_kit.types import ModelRequest, ModelResponse
@@ -298,7 +298,7 @@ class LLMToolSelectorMiddleware(FrozenConfig, AgentMiddleware):
         config = internal_call_config(self.name, "select_tools")
         for _attempt in range(self.max_retries + 1):
             try:
-                reply = yield Step(selector.invoke, selector.ainvoke, list(plan.messages), config)
+                reply = yield internal_call(selector, list(plan.messages), config, site=f"{self.name}.wrap_model_call")
             except GraphBubbleUp:
                 raise
             except Exception as exc:

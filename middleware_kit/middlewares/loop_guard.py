@@ -34,6 +34,7 @@ from typing import Annotated, Any, Literal, NotRequired
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, ToolCall, ToolMessage
 from langgraph.types import Command
 
+from middleware_kit._engine.compat import DEFAULT_RECURSION_LIMIT, task_steps
 from middleware_kit.flow import ModelCallFlow, ModelCallFlowHooks
 from middleware_kit.middleware import AgentMiddleware
 from middleware_kit.middlewares._config import BOOL, INT_AT_LEAST_1, NON_EMPTY_STR, WITHOUT_VALUE, Config, rule
@@ -182,9 +183,9 @@ class LoopGuardMiddleware(ModelCallFlowHooks, FrozenConfig, AgentMiddleware[Loop
             return None
         # LangGraph stops a run whose next step would be its `stop` (the invocation's first step + its recursion
         # limit); the task's scratchpad holds both (a resumed run counts from where it resumed).
-        pad = (config.get("configurable") or {}).get("__pregel_scratchpad")
-        step, stop = getattr(pad, "step", None), getattr(pad, "stop", None)
-        if isinstance(step, int) and isinstance(stop, int):
+        steps = task_steps(config.get("configurable") or {})
+        if steps is not None:
+            step, stop = steps
             return stop - step - 1
         limit = config.get("recursion_limit")  # pragma: no cover - a LangGraph without the scratchpad
         meta = (config.get("metadata") or {}).get("langgraph_step")  # pragma: no cover
@@ -372,8 +373,6 @@ class LoopGuardMiddleware(ModelCallFlowHooks, FrozenConfig, AgentMiddleware[Loop
 
 def _default_recursion_limit() -> int:
     """LangGraph's limit when the run's config sets none (it is not in the nodes' config then)."""
-    from middleware_kit._engine.compat import DEFAULT_RECURSION_LIMIT
-
     return int(DEFAULT_RECURSION_LIMIT)
 
 

@@ -44,13 +44,13 @@ from langgraph.runtime import Runtime
 from pydantic import JsonValue
 from pydantic_core import ValidationError
 
-from middleware_kit._engine.drive import Step, Steps, run_async, run_sync
+from middleware_kit._engine.drive import Steps, run_async, run_sync
 from middleware_kit.errors import MiddlewareConfigError, MiddlewareError
 from middleware_kit.flow import ModelCallFlow, ModelCallFlowHooks
 from middleware_kit.middleware import AgentMiddleware
 from middleware_kit.middlewares._config import Config, is_number, one_of, rule
 from middleware_kit.middlewares._frozen import FrozenConfig
-from middleware_kit.middlewares._model_arg import internal_call_config, resolve_chat_model
+from middleware_kit.middlewares._model_arg import internal_call, internal_call_config, resolve_chat_model
 from middleware_kit.middlewares._stream import emit
 from middleware_kit.models import resolve_model
 from middleware_kit.trace_policy import TracePolicy, omit_payload
@@ -327,8 +327,8 @@ class ModelRouterMiddleware(ModelCallFlowHooks, FrozenConfig, AgentMiddleware[Mo
             message = self._latest_human(state)
             response = None
             if isinstance(self.classifier, (BaseDecisionModel, BaseChatModel)):
-                call = (self._classifier_input(message), internal_call_config(self.name, "route"))
-                response = yield Step(self.classifier.invoke, self.classifier.ainvoke, *call)
+                payload, config = self._classifier_input(message), internal_call_config(self.name, "route")
+                response = yield internal_call(self.classifier, payload, config, site=f"{self.name}.before_agent")
             answer = self._answer(message, response)
             if answer is None:
                 return self._decide(runtime, None, "the rule chose no route")

@@ -710,9 +710,10 @@ class SummarizationMiddleware(FrozenConfig, AgentMiddleware):
         if isinstance(summarizer, Runnable):
             if self.summarizer is not None:
                 config = {"tags": [TAG_NOSTREAM, SUMMARIZER_TAG], "metadata": _summary_metadata()}
+            site = f"{self.name}.before_model"
             result = yield Step(
-                functools.partial(invoke_internal, summarizer, config=config),
-                functools.partial(ainvoke_internal, summarizer, config=config),
+                functools.partial(invoke_internal, summarizer, config=config, site=site),
+                functools.partial(ainvoke_internal, summarizer, config=config, site=site),
                 payload,
             )
         else:

@@ -33,6 +33,8 @@ def test_no_engine_module_but_compat_imports_langgraph_internals() -> None:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.ImportFrom) and node.module and "._internal" in f".{node.module}":
                 offenders.append(f"{path.relative_to(PACKAGE)}: from {node.module}")
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith("__pregel_"):
+                offenders.append(f"{path.relative_to(PACKAGE)}: {node.value!r}")  # a LangGraph-internal config key
             if isinstance(node, ast.Attribute) and node.attr == "_update_as_tuples":
                 offenders.append(f"{path.relative_to(PACKAGE)}: ._update_as_tuples")
     assert offenders == []

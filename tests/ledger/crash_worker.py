@@ -7,6 +7,11 @@ One JSON command per line on stdin, one JSON answer per line on stdout:
 - ``{"op": "start", "thread": T, "kill": POINT, "parallel": bool}``: a new user turn; the model calls ``pay`` (and,
   with ``parallel``, ``ship`` in the same message); the process SIGKILLs itself at ``POINT`` (see ``KILL_POINTS``);
   every command may say ``"review": true``: the thread's agent then has ``pay`` reviewed (human in the loop);
+- every command may say ``"models": true``: the thread's agent then has a summarizer and a tool selector, each
+  calling a model of its own, and its model answers without calling tools; ``start`` sends a history long enough to
+  be summarized; the kill points are ``MODEL_KILL_POINTS``; each middleware model call is an effect (``summarize`` or
+  ``select``, key ``start`` when the model is asked, ``answer`` when it answers);
+- ``{"op": "next", "thread": T}``: the thread's next user turn;
 - ``{"op": "continue", "thread": T}``: run the thread on from its last checkpoint;
 - ``{"op": "resume", "thread": T, "id": I, "decision": D, "kill": POINT}``: answer interrupt ``I`` with ``D`` (an
   in-doubt call's decision, or a review's), then die at ``POINT`` when given.
@@ -21,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import signal
 import sqlite3
 import sys
@@ -36,6 +42,8 @@ from middleware_kit import create_agent
 from middleware_kit.ledger import current_idempotency_key
 from middleware_kit.ledger import store as ledger_stores
 from middleware_kit.middlewares.human_in_the_loop import HumanInTheLoopMiddleware
+from middleware_kit.middlewares.llm_tool_selector import SELECT_TOOLS_NAME, LLMToolSelectorMiddleware
+from middleware_kit.middlewares.summarization import SummarizationMiddleware
 from middleware_kit.run_control import RunControl
 from middleware_kit.testing import ScriptedChatModel, tool_call
 
@@ -48,6 +56,12 @@ KILL_POINTS = {
     "pay_dies_sibling_done": "parallel: ship finished; pay dies after its effect",
     "reviewed_after_effect": "human review: pay approved, dies after its effect",
 }
+MODEL_KILL_POINTS = {
+    "mw_summarizer_dies": "summarizer: dies inside its model call",
+    "mw_selection_recorded": "selector: dies right after its answer is recorded",
+}
+"""Kill points of a thread whose agent has middleware model calls (``"models": true``): each before the step is
+saved."""
 KILL: dict[str, str] = {"point": ""}
 PAY_FINISHED = threading.Event()
 SHIP_FINISHED = threading.Event()
@@ -104,8 +118,24 @@ def inject_kills() -> None:
             await _afinish(self, key, *args)
             finished(key.call_id)
 
-        for name, patched in (("claim", k_claim), ("aclaim", k_aclaim), ("finish", k_finish), ("afinish", k_afinish)):
+        record_answer, arecord_answer = cls.record_answer, cls.arecord_answer
+
+        def k_record_answer(self: Any, key: Any, *args: Any, _record: Any = record_answer) -> None:
+            _record(self, key, *args)
+            answer_recorded(key.site)
+
+        async def k_arecord_answer(self: Any, key: Any, *args: Any, _arecord: Any = arecord_answer) -> None:
+            await _arecord(self, key, *args)
+            answer_recorded(key.site)
+
+        for name, patched in (("claim", k_claim), ("aclaim", k_aclaim), ("finish", k_finish), ("afinish", k_afinish),
+                              ("record_answer", k_record_answer), ("arecord_answer", k_arecord_answer)):
             setattr(cls, name, patched)
+
+
+def answer_recorded(site: str) -> None:
+    if site.startswith("LLMToolSelectorMiddleware.") and KILL["point"] == "mw_selection_recorded":
+        die()
 
 
 def finished(call_id: str) -> None:
@@ -119,8 +149,11 @@ def finished(call_id: str) -> None:
 
 def model_reply(messages: list[BaseMessage]) -> AIMessage:
     """After tool results: ``done: `` and every result of the last turn; after a user turn: ``pay`` (and ``ship``
-    when the turn's text says ``parallel``) with ids naming the thread."""
+    when the turn's text says ``parallel``) with ids naming the thread; in a thread with middleware model calls:
+    ``done: `` and the summary it was given."""
     last = messages[-1]
+    if "mw_" in str(last.content):
+        return AIMessage("done: " + str(messages[0].content).rsplit("\n", 1)[-1])
     if isinstance(last, ToolMessage):
         results = []
         for m in reversed(messages):
@@ -135,7 +168,36 @@ def model_reply(messages: list[BaseMessage]) -> AIMessage:
     return AIMessage("", tool_calls=calls)
 
 
-def make_agent(saver: Any, record: Callable[[str, str, str], None], review: bool = False) -> Any:
+_THREAD = re.compile(r"\b(?:sqlite|postgres)-a?invoke-mw_[a-z_]+")
+
+
+def counted(name: str, record: Callable[[str, str, str], None], answer: Callable[[str], AIMessage],
+            dies: str) -> ScriptedChatModel:
+    """A middleware's own model: each call is recorded (``start``, then ``answer``) under the thread it names; it
+    dies inside the call at kill point ``dies``."""
+
+    def reply(messages: list[BaseMessage]) -> AIMessage:
+        match = _THREAD.search(" ".join(str(m.content) for m in messages))
+        thread = match.group(0) if match else "?"
+        record(name, thread, "start")
+        if dies and KILL["point"] == dies:
+            die()
+        record(name, thread, "answer")
+        return answer(thread)
+
+    return ScriptedChatModel(default=reply)
+
+
+def model_middleware(record: Callable[[str, str, str], None]) -> list[Any]:
+    """A summarizer (three messages trigger it; it keeps the last) and a tool selector, counted."""
+    summarizer = counted("summarize", record, lambda thread: AIMessage(f"summary of {thread}"), "mw_summarizer_dies")
+    selection = AIMessage("", tool_calls=[tool_call(SELECT_TOOLS_NAME, {"tools": ["pay"]})])
+    selector = counted("select", record, lambda thread: selection, "")
+    return [SummarizationMiddleware(summarizer, trigger=("messages", 3), keep=("messages", 1)),
+            LLMToolSelectorMiddleware(model=selector, max_tools=1)]
+
+
+def make_agent(saver: Any, record: Callable[[str, str, str], None], review: bool = False, models: bool = False) -> Any:
     @tool
     def pay(ref: str) -> str:
         """Pay (an effect that must happen at most once)."""
@@ -163,7 +225,7 @@ def make_agent(saver: Any, record: Callable[[str, str, str], None], review: bool
 
     return create_agent(
         ScriptedChatModel(default=model_reply), [pay, ship], checkpointer=saver,
-        middleware=[HumanInTheLoopMiddleware({"pay": True})] if review else [],
+        middleware=[HumanInTheLoopMiddleware({"pay": True})] if review else model_middleware(record) if models else [],
         run_control=RunControl(on_conflict="wait", wait_timeout=60, ttl=3.0, poll_interval=0.05),
     )
 
@@ -171,7 +233,13 @@ def make_agent(saver: Any, record: Callable[[str, str, str], None], review: bool
 def command(cmd: dict[str, Any]) -> Any:
     if cmd["op"] == "start":
         KILL["point"] = cmd.get("kill", "")
+        if cmd.get("models"):
+            return {"messages": [HumanMessage(f"earlier {cmd['thread']}"), AIMessage("noted"),
+                                 HumanMessage(cmd["thread"])]}
         return {"messages": [HumanMessage(cmd["thread"] + (" parallel" if cmd.get("parallel") else ""))]}
+    if cmd["op"] == "next":
+        KILL["point"] = ""
+        return {"messages": [HumanMessage(f"again {cmd['thread']}")]}
     if cmd["op"] == "resume":
         KILL["point"] = cmd.get("kill", KILL["point"])
         return Command(resume={cmd["id"]: cmd["decision"]})
@@ -187,6 +255,12 @@ def answer(out: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def all_agents(saver: Any, record: Callable[[str, str, str], None]) -> dict[tuple[bool, bool], Any]:
+    """The worker's agents, by (review, models)."""
+    return {(review, models): make_agent(saver, record, review, models)
+            for review, models in ((False, False), (True, False), (False, True))}
+
+
 def serve_sync(kind: str, target: str) -> None:
     if kind == "sqlite":
         from langgraph.checkpoint.sqlite import SqliteSaver
@@ -198,12 +272,12 @@ def serve_sync(kind: str, target: str) -> None:
         manager = PostgresSaver.from_conn_string(target)  # kept: its connection closes when it is collected
         saver = manager.__enter__()
     record = effects(kind, target)
-    agents = {review: make_agent(saver, record, review) for review in (False, True)}
+    agents = all_agents(saver, record)
     print(json.dumps({"ready": os.getpid()}), flush=True)
     for line in sys.stdin:
         cmd = json.loads(line)
         config: Any = {"configurable": {"thread_id": cmd["thread"]}}
-        out = agents[bool(cmd.get("review"))].invoke(command(cmd), config, durability="sync")
+        out = agents[bool(cmd.get("review")), bool(cmd.get("models"))].invoke(command(cmd), config, durability="sync")
         print(json.dumps(answer(out)), flush=True)
 
 
@@ -218,12 +292,13 @@ async def serve_async(kind: str, target: str) -> None:
         manager = AsyncPostgresSaver.from_conn_string(target)
     async with manager as saver:
         record = effects(kind, target)
-        agents = {review: make_agent(saver, record, review) for review in (False, True)}
+        agents = all_agents(saver, record)
         print(json.dumps({"ready": os.getpid()}), flush=True)
         while line := await asyncio.to_thread(sys.stdin.readline):
             cmd = json.loads(line)
             config: Any = {"configurable": {"thread_id": cmd["thread"]}}
-            out = await agents[bool(cmd.get("review"))].ainvoke(command(cmd), config, durability="sync")
+            agent = agents[bool(cmd.get("review")), bool(cmd.get("models"))]
+            out = await agent.ainvoke(command(cmd), config, durability="sync")
             print(json.dumps(answer(out)), flush=True)
 
 

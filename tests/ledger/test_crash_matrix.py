@@ -3,12 +3,16 @@ new process, on SQLite (and PostgreSQL when a server can be started), under ``in
 
 Kill points: before ``pay``'s start is recorded, after it and before the effect, between the effect and the
 return, after the result is recorded; a parallel sibling dying after ``pay`` finished, ``pay`` dying after its
-sibling finished; and ``pay`` approved by a reviewer (human in the loop) dying after its effect.
+sibling finished; and ``pay`` approved by a reviewer (human in the loop) dying after its effect. Middleware model
+calls (a summarizer and a tool selector in the step of the model call): the worker dying inside the summarizer's
+call, and right after the selector's answer is recorded (the summarizer's recorded before it; the step not saved).
 
 Invariants at every kill point: each effect happened at most once (``pay`` exactly once once the reviewer decided);
 every result reached the model exactly once (its final reply lists each result once); an in-doubt call surfaced to
 the reconcile policy (the default one: an interrupt naming the call; ``ship`` is declared idempotent and is retried
-without asking); every tool call answered exactly once in the conversation.
+without asking); every tool call answered exactly once in the conversation. For middleware model calls: each
+answered exactly once across the crash (asked again only when the worker died inside the call, before its answer),
+the step's result built on that answer, and the thread's next turn asking anew (no old answer given).
 
 The killed workers of one backend and mode run at once (their lease expiries overlap); about 20 s per backend and
 mode on 2 cores.
@@ -28,7 +32,7 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from tests.helpers import WorkerProcess
-from tests.ledger.crash_worker import KILL_POINTS
+from tests.ledger.crash_worker import KILL_POINTS, MODEL_KILL_POINTS
 from tests.run_control.helpers import APPROVE, assert_paired
 
 WORKER = Path(__file__).with_name("crash_worker.py")
@@ -98,6 +102,8 @@ def crash(db: Database, mode: str, thread: str, point: str) -> int:
             [pending] = review["interrupts"]
             assert pending["value"]["action_requests"][0]["name"] == "pay"
             worker.send(op="resume", thread=thread, review=True, id=pending["id"], decision=APPROVE, kill=point)
+        elif point in MODEL_KILL_POINTS:
+            worker.send(op="start", thread=thread, kill=point, models=True)
         else:
             worker.send(op="start", thread=thread, kill=point, parallel=point in PARALLEL)
         status = worker.proc.wait(timeout=120)
@@ -139,6 +145,25 @@ def check(db: Database, thread: str, point: str, first: dict[str, Any], final: d
             "answers": len(answers), "final": final["last"]}
 
 
+def model_calls(db: Database, thread: str) -> dict[str, tuple[int, int]]:
+    """(asked, answered) of each middleware's own model in ``thread``."""
+    return {name: (len(db.effects(name, thread)) - db.effects(name, thread).count("answer"),
+                   db.effects(name, thread).count("answer")) for name in ("summarize", "select")}
+
+
+def check_model_calls(db: Database, worker: WorkerProcess, thread: str, point: str) -> dict[str, Any]:
+    """The invariants of a middleware-model-call kill point (the thread continued, then its next turn); the row."""
+    final = worker.ask(op="continue", thread=thread, models=True)
+    assert final["interrupts"] == [] and final["last"] == f"done: summary of {thread}", (point, final)
+    calls = model_calls(db, thread)
+    asked_again = point == "mw_summarizer_dies"  # it died before the answer: nothing recorded, asked again
+    assert calls == {"summarize": (2 if asked_again else 1, 1), "select": (1, 1)}, (point, calls)
+    worker.ask(op="next", thread=thread, models=True)
+    after = model_calls(db, thread)
+    assert [answered for _, answered in after.values()] == [2, 2], (point, after)  # the next turn: asked anew
+    return {"point": point, "summarize": calls["summarize"], "select": calls["select"], "next turn": after}
+
+
 def _message(kind: str, content: Any, call_id: str | None, calls: list[str]) -> Any:
     if kind == "tool":
         return ToolMessage(content, tool_call_id=call_id or "")
@@ -153,6 +178,9 @@ def continue_all(db: Database, mode: str, threads: dict[str, str]) -> list[dict[
     try:
         assert "ready" in worker.read()
         for thread, point in threads.items():
+            if point in MODEL_KILL_POINTS:
+                rows.append(check_model_calls(db, worker, thread, point))
+                continue
             review = point in REVIEWED
             first = worker.ask(op="continue", thread=thread, review=review)
             final = first
@@ -167,7 +195,7 @@ def continue_all(db: Database, mode: str, threads: dict[str, str]) -> list[dict[
 
 @pytest.mark.parametrize("mode", ["invoke", "ainvoke"])
 def test_crash_matrix(database: Database, mode: str) -> None:
-    threads = {f"{database.kind}-{mode}-{point}": point for point in KILL_POINTS}
+    threads = {f"{database.kind}-{mode}-{point}": point for point in (*KILL_POINTS, *MODEL_KILL_POINTS)}
     with ThreadPoolExecutor(len(threads)) as pool:
         statuses = list(pool.map(lambda item: crash(database, mode, *item), threads.items()))
     assert statuses == [-signal.SIGKILL] * len(threads), statuses
@@ -175,6 +203,16 @@ def test_crash_matrix(database: Database, mode: str) -> None:
     print(f"\ncrash matrix: {database.kind}, {mode} (pid {os.getpid()})")
     print(f"{'kill point':<24} {'where':<52} {'in doubt':>8} {'pay':>4} {'ship':>5} {'answers':>8}")
     for row in rows:
+        if row["point"] in MODEL_KILL_POINTS:
+            continue
         ships = "-" if row["ship runs"] is None else row["ship runs"]
         print(f"{row['point']:<24} {KILL_POINTS[row['point']]:<52} {row['interrupts']:>8} {row['pay runs']:>4} "
               f"{ships:>5} {row['answers']:>8}")
+    print(f"{'kill point':<24} {'where (middleware model calls)':<52} {'summarizer':>10} {'selector':>8} "
+          f"{'next turn':>9}")
+    for row in rows:
+        if row["point"] in MODEL_KILL_POINTS:
+            (asked, answered), (s_asked, s_answered) = row["summarize"], row["select"]
+            print(f"{row['point']:<24} {MODEL_KILL_POINTS[row['point']]:<52} {f'{asked}/{answered}':>10} "
+                  f"{f'{s_asked}/{s_answered}':>8} {'asked':>9}")
+    print("summarizer, selector: times asked / times answered, across the crash")

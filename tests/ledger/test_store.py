@@ -1,5 +1,6 @@
 """The ledger's stores, one per kind of checkpointer (in memory, SQLite, PostgreSQL; sync and async): the records
-of a call through its life, and a stale attempt's writes ignored."""
+of a call through its life, and a stale attempt's writes ignored; a middleware model call's answer recorded,
+replaced, and dropped with its thread."""
 
 from __future__ import annotations
 
@@ -8,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from langchain_core.messages import ToolMessage
+from langchain_core.messages import AIMessage, ToolMessage
 
-from middleware_kit.ledger import CallKey, LedgerStore, ledger_store
+from middleware_kit.ledger import CallKey, LedgerStore, ModelCallKey, ledger_store
 from middleware_kit.ledger.store import (
     AsyncPostgresLedgerStore,
     AsyncSqliteLedgerStore,
@@ -77,3 +78,27 @@ async def test_a_call_through_its_life(store: tuple[LedgerStore, str], request: 
     assert [k for k, _ in await op(store, "entries", thread)] == [key]
     await op(store, "delete_thread", thread)
     assert await op(store, "entries", thread) == []
+
+
+async def test_a_model_calls_answer_recorded_replaced_and_dropped_with_its_thread(
+    store: tuple[LedgerStore, str], request: pytest.FixtureRequest
+) -> None:
+    thread = f"answers-{request.node.callspec.id}"
+    await op(store, "delete_thread", thread)
+    key = ModelCallKey(thread, "model:task-1", "SummarizationMiddleware.before_model", 0)
+    assert await op(store, "recorded_answer", key) is None
+    serde = store[0].serde
+    await op(store, "record_answer", key, "digest-1", *serde.dumps_typed(AIMessage("summary one")))
+    found = await op(store, "recorded_answer", key)
+    assert found.digest == "digest-1" and serde.loads_typed(found.answer) == AIMessage("summary one")
+    await op(store, "record_answer", key, "digest-2", *serde.dumps_typed(AIMessage("summary two")))  # replaced
+    second = ModelCallKey(thread, "model:task-1", "SummarizationMiddleware.before_model", 1)
+    await op(store, "record_answer", second, "digest-3", *serde.dumps_typed(AIMessage("again")))
+    recorded = await op(store, "answers", thread)
+    assert [(k, a.digest, serde.loads_typed(a.answer).content) for k, a in recorded] == [
+        (key, "digest-2", "summary two"), (second, "digest-3", "again")]
+    tool_key = CallKey(thread, "tools:task-2", "call-1")
+    assert await op(store, "claim", tool_key, "pay") is None
+    await op(store, "delete_thread", thread)  # tool calls and model calls alike
+    assert await op(store, "answers", thread) == [] and await op(store, "entries", thread) == []
+    assert await op(store, "recorded_answer", key) is None
