@@ -911,7 +911,7 @@ def test_the_state_key_stays_out_of_input_and_output(run: Runner, kit: Kit) -> N
     out = run(agent, {"messages": [HumanMessage("go")]}, config=config())
     assert set(out) == {"messages", "__interrupt__"}
     assert set(agent.get_state(config()).values["human_in_the_loop_pending"]["HumanInTheLoopMiddleware"]) == {
-        "calls", "tools", "deadline"
+        "calls", "tools", "deadline", "at", "tenant"
     }
     done = run(agent, Command(resume={"decisions": [{"type": "approve"}]}), config=config())
     assert set(done) == {"messages"}

@@ -7,8 +7,12 @@ resume), built so that approvals survive restarts, bad input and absent reviewer
 - :mod:`.types`: the public types (payloads, decisions, ``InterruptOnConfig``, ``InvalidResumeError``, state);
 - :mod:`.policy`: who must approve (``interrupt_on``, ``when``, descriptions, timeouts);
 - :mod:`.resume`: the reviewer's reply, defined once (one pydantic ``TypeAdapter``: validation and JSON schema);
+- :mod:`.approvals`: approvals bound to their exact call (a keyed digest), and who decided;
 - :mod:`.middleware`: the hooks;
 - :mod:`.expiry`: :func:`expire_pending_approvals`, for a background job.
+
+"Always allow" grants are kept in the checkpointer's database by :mod:`middleware_kit.ledger.grants` (re-exported
+here: :class:`Grant`, :func:`grant_store`).
 
 ``interrupt`` is a module global looked up at each call, both here and in :mod:`.middleware` (the module LangChain's
 ``langchain.agents.middleware.human_in_the_loop`` is served from, with ``get_config``): tests may patch
@@ -21,6 +25,8 @@ from __future__ import annotations
 
 from langgraph.types import interrupt  # noqa: F401 - a patch point, looked up at each call
 
+from middleware_kit.ledger.grants import Grant, GrantStore, GrantUse, grant_store
+from middleware_kit.middlewares.human_in_the_loop.approvals import ENV_KEY, ApprovalMismatchError
 from middleware_kit.middlewares.human_in_the_loop.expiry import aexpire_pending_approvals, expire_pending_approvals
 from middleware_kit.middlewares.human_in_the_loop.middleware import DEFAULT_EDIT_NOTICE, HumanInTheLoopMiddleware
 from middleware_kit.middlewares.human_in_the_loop.types import (
@@ -33,6 +39,7 @@ from middleware_kit.middlewares.human_in_the_loop.types import (
     EditDecision,
     EditedAction,
     ExpiredApproval,
+    GrantRequest,
     HITLRequest,
     HITLResponse,
     HumanInTheLoopState,
@@ -51,14 +58,20 @@ from middleware_kit.middlewares.human_in_the_loop.types import (
 __all__ = [
     "Action",
     "ActionRequest",
+    "ApprovalMismatchError",
     "ApproveDecision",
     "DEFAULT_EDIT_NOTICE",
     "Decision",
     "DecisionType",
     "DescriptionFactory",
+    "ENV_KEY",
     "EditDecision",
     "EditedAction",
     "ExpiredApproval",
+    "Grant",
+    "GrantRequest",
+    "GrantStore",
+    "GrantUse",
     "HITLRequest",
     "HITLResponse",
     "HumanInTheLoopMiddleware",
@@ -75,4 +88,5 @@ __all__ = [
     "WhenPredicate",
     "aexpire_pending_approvals",
     "expire_pending_approvals",
+    "grant_store",
 ]

@@ -17,8 +17,13 @@
 4. **The history keeps what the model asked for** (as LangChain 1.5): the ``AIMessage`` is never changed. An edited
    call's reviewer version is kept in private state (``hitl_edits``) and run in its place by ``before_tool``; its
    ``ToolMessage`` (named after the tool that ran) starts with a note naming what ran (``edit_notice``). Every
-   decision is recorded in private state (``human_review``), in the thread, never in a message. Rejected calls get an
-   error ``ToolMessage``, so tool-call pairing holds.
+   decision is recorded in private state (``human_review``), in the thread, never in a message, with who made it
+   (:func:`.approvals.reviewer_record`). Rejected calls get an error ``ToolMessage``, so tool-call pairing holds.
+5. **An approval is bound to its call**: approved and edited calls get a keyed digest (``hitl_approvals``);
+   ``before_tool`` refuses a call whose digest differs (:mod:`.approvals`).
+6. **Standing grants**: before asking, ``after_model`` looks up "always allow" grants in the checkpointer's database
+   (:mod:`middleware_kit.ledger.grants`), judged as of the model's answer (the same on resume); covered calls are
+   approved by the grant (a use is recorded), the others are asked about. A reviewer's approval may create one.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ import inspect
 import json
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
-from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
+from typing import TYPE_CHECKING, Annotated, Any, Literal, NotRequired, cast
 
 from langchain_core.messages import AIMessage, AnyMessage, ToolCall, ToolMessage, add_notification_metadata
 from langchain_core.tools import BaseTool
@@ -42,14 +47,22 @@ from pydantic import PlainValidator, ValidationError
 from typing_extensions import TypedDict
 
 from middleware_kit._engine.compat import CONFIG_KEY_CHECKPOINTER, mark_invalid_resume
+from middleware_kit._engine.drive import Step, Steps, run_async, run_sync
 from middleware_kit._engine.pairing import last_ai_index, pending_tool_calls
 from middleware_kit.decorators import hook_config
 from middleware_kit.errors import MiddlewareConfigError
 from middleware_kit.flow import ModelCallFlow, ModelCallFlowHooks
 from middleware_kit.hooks import ToolResult
+from middleware_kit.ledger.grants import Grant, GrantStore, GrantUse, grant_store, literal_pattern, new_grant_id
 from middleware_kit.middleware import AgentMiddleware, StateT
 from middleware_kit.middlewares._frozen import FrozenConfig, copy_containers
+from middleware_kit.middlewares._pii_vault import KeySpec
 from middleware_kit.middlewares._stream import emit
+from middleware_kit.middlewares.human_in_the_loop.approvals import (
+    ApprovalMismatchError,
+    ApprovalSeal,
+    reviewer_record,
+)
 from middleware_kit.middlewares.human_in_the_loop.policy import (
     Policy,
     Review,
@@ -124,6 +137,8 @@ _REEXPORTED = (AgentState, PrivateStateAttr, ResponseT, StateT, get_runtime, Too
 """Names LangChain's module imports, which code written for it may import from there."""
 
 PENDING = "human_in_the_loop_pending"
+EDITS = "hitl_edits"
+APPROVALS = "hitl_approvals"
 DEFAULT_EDIT_NOTICE = (
     "Note: a human reviewer replaced this tool call before it ran. The call recorded in your message is the one you "
     "produced, not the one that executed. This was intentional and authorized. Do not re-issue your original call."
@@ -146,6 +161,10 @@ class _Record(TypedDict):
     """Argument JSON schema of every tool the model was offered (only when some call may be edited)."""
     deadline: float | None
     """When the approval of this turn expires (seconds since the epoch), if a reviewed tool has a timeout."""
+    at: NotRequired[float]
+    """When the model answered (the middleware's clock): standing grants are judged as of then."""
+    tenant: NotRequired[str | None]
+    """The run's tenant (``tenant=``, read from ``runtime.context`` when the model answered)."""
 
 
 def _jsonable(value: Any) -> str:
@@ -181,6 +200,11 @@ class HumanInTheLoopMiddleware(ModelCallFlowHooks, FrozenConfig, AgentMiddleware
             real tool would run unreviewed); like none of them, an ``UnknownToolWarning`` (a policy shared with an
             agent that has the tool, as deepagents' subagents inherit their parent's ``interrupt_on``).
         name: The middleware's name (needed to list two instances in one agent).
+        key: The deployment secret approvals are bound with (ours): a ``str``/``bytes`` of at least 32 bytes, a
+            list of them (the first signs, all verify) or PIIMiddleware's ``Keyring``. Default: the environment
+            variable ``MIDDLEWARE_KIT_APPROVAL_KEY``, else an unkeyed digest (see :mod:`.approvals`).
+        tenant: Where a run's tenant comes from, for tenant-wide "always allow" grants (ours): the key (or attribute)
+            of ``runtime.context`` holding it, or ``tenant(context) -> str | None``. Read when the model answers.
 
     Needs a checkpointer (``create_agent(checkpointer=...)``; LangGraph Server supplies one). See
     ``docs/middlewares/human_in_the_loop.md``.
@@ -201,11 +225,21 @@ class HumanInTheLoopMiddleware(ModelCallFlowHooks, FrozenConfig, AgentMiddleware
         clock: Callable[[], float] | None = None,
         dynamic_tools: Collection[str] = (),
         name: str | None = None,
+        key: KeySpec | None = None,
+        tenant: str | Callable[[Any], str | None] | None = None,
     ) -> None:
         if name is not None:
             self.name = name
         check_options(self.name, interrupt_mode=interrupt_mode, description_prefix=description_prefix,
                       edit_notice=edit_notice, interrupt=interrupt, clock=clock)
+        if tenant is not None and not (isinstance(tenant, str) and tenant) and not callable(tenant):
+            raise MiddlewareConfigError(
+                f"{self.name}: tenant must be the key of runtime.context naming the tenant (a str) or a callable "
+                f"tenant(context) -> str | None; got a {type(tenant).__name__}.", middleware=self.name, hook="tenant",
+            )
+        self._seal = ApprovalSeal.of(self.name, key)
+        self.tenant = tenant
+        """Where a run's tenant comes from, for tenant-wide grants: a key of ``runtime.context`` or a callable."""
         self.description_prefix = description_prefix
         self.interrupt_mode: Literal["batched", "per_call"] = interrupt_mode
         self.edit_notice = edit_notice
@@ -227,6 +261,19 @@ class HumanInTheLoopMiddleware(ModelCallFlowHooks, FrozenConfig, AgentMiddleware
 
     def _now(self) -> float:
         return (self._clock or time.time)()
+
+    def _tenant_of(self, runtime: Any) -> str | None:
+        """The run's tenant (``tenant=``), from ``runtime.context``."""
+        context = getattr(runtime, "context", None)
+        if self.tenant is None or context is None:
+            return None
+        if callable(self.tenant):
+            found = self.tenant(context)
+        elif isinstance(context, Mapping):
+            found = context.get(self.tenant)
+        else:
+            found = getattr(context, self.tenant, None)
+        return None if found is None else str(found)
 
     # -- wrap_model_call: decide the reviews while the context is at hand -------------------------------------------
     def model_call_flow(self, request: ModelRequest[Any]) -> ModelCallFlow:
@@ -256,8 +303,10 @@ class HumanInTheLoopMiddleware(ModelCallFlowHooks, FrozenConfig, AgentMiddleware
         editable = any("edit" in r["allowed_decisions"] for r in reviews)
         tools = {t.name: tool_schema(t) for t in request.tools if isinstance(t, BaseTool)} if editable else None
         timeouts = [r["timeout"] for r in reviews if "timeout" in r]
-        deadline = self._now() + min(timeouts) if timeouts else None
-        record = _Record(calls=frozen, tools=tools, deadline=deadline)
+        at = self._now()
+        deadline = at + min(timeouts) if timeouts else None
+        record = _Record(calls=frozen, tools=tools, deadline=deadline, at=at,
+                         tenant=self._tenant_of(request.runtime))
         return ExtendedModelResponse(model_response=response, command=Command(update={PENDING: {self.name: record}}))
 
     # -- after_model: ask, validate, apply ---------------------------------------------------------------------------
@@ -300,37 +349,85 @@ class HumanInTheLoopMiddleware(ModelCallFlowHooks, FrozenConfig, AgentMiddleware
                 deadline = late if deadline is None else min(deadline, late)
         return deadline
 
-    def _review(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+    def _reviewing(self, state: Any, runtime: Any) -> Steps[dict[str, Any] | None]:
+        """The body of ``after_model`` (one body, two drivers): ask about the gated calls a standing grant does not
+        cover, then apply every decision."""
         gates, record = self._gates(state, runtime)
         cleared: dict[str, Any] = {PENDING: {self.name: None}} if record is not None else {}
-        stale = {k: None for k, v in (state.get("hitl_edits") or {}).items() if v.get("middleware") == self.name}
-        if stale:  # the edits of an earlier turn (its calls all ran): a reused call id must not replay one
-            cleared["hitl_edits"] = stale
+        stale = {}
+        for key in (EDITS, APPROVALS):  # an earlier turn's (its calls all ran): a reused call id must not replay one
+            mine = {k: None for k, v in (state.get(key) or {}).items() if v.get("middleware") == self.name}
+            if mine:
+                cleared[key] = stale[key] = mine
         if not gates:
             return cleared or None
         if self.interrupt_mode == "per_call":
             self._require_ids(gates)
+        where = _thread_and_store()
+        at = float(record["at"]) if record and "at" in record else self._now()
+        tenant = record.get("tenant") if record else self._tenant_of(runtime)
+        granted = (yield from self._granted(gates, where, tenant, at)) if where is not None else {}
         deadline = self._deadline(gates, record)
+        outcomes = self._decide([g for g in gates if str(g.call["id"]) not in granted], record, deadline, runtime,
+                                tenant)
+        decided = {str(o.gate.call["id"]): o for o in outcomes}
+        expired = bool(outcomes) and outcomes[0].expired
+        outcomes = [granted.get(str(g.call["id"])) or decided[str(g.call["id"])] for g in gates]
+        applied, grants, uses = self._apply(state, outcomes, deadline, runtime, where, tenant)
+        if where is not None:
+            yield from self._store_grants(grants, uses, where[1])
+        if expired:
+            self._emit(runtime, "approval_expired", gates, outcomes, deadline=deadline, entries=applied["human_review"])
+        else:
+            self._emit(runtime, "decisions_received", gates, outcomes, entries=applied["human_review"])
+        for key, mine in stale.items():
+            applied[key] = {**mine, **applied.get(key, {})}
+        return {**cleared, **applied}
+
+    def _granted(
+        self, gates: Sequence[Gate], where: tuple[str, GrantStore], tenant: str | None, at: float
+    ) -> Steps[dict[str, Outcome]]:
+        """The gates a standing grant covers (judged as of ``at``, when the model answered: the same on resume)."""
+        thread, store = where
+        scopes = [("thread", thread), *([("tenant", tenant)] if tenant is not None else [])]
+        found: dict[str, list[Grant]] = {}
+        covered: dict[str, Outcome] = {}
+        for gate in gates:
+            name = gate.call["name"]
+            if name not in found:
+                found[name] = yield Step(store.find, store.afind, name, scopes)
+            grant = next((g for g in found[name] if g.covers(name, gate.call["args"], at)), None)
+            if grant is not None and "approve" in gate.allowed:
+                covered[str(gate.call["id"])] = Outcome(gate, "approve", gate.call, None, granted_by=grant)
+        return covered
+
+    def _decide(
+        self, gates: Sequence[Gate], record: _Record | None, deadline: float | None, runtime: Any,
+        tenant: str | None,
+    ) -> list[Outcome]:
+        """Ask the reviewer about ``gates``; the validated decisions (expired ones as their ``on_timeout``)."""
+        if not gates:
+            return []
         tools = record["tools"] if record else None
         if self.interrupt_mode == "batched":
-            outcomes = self._ask(gates, tools, deadline, runtime)
+            outcomes = self._ask(gates, tools, deadline, runtime, tenant)
         else:
             outcomes = []
             for gate in gates:
                 if outcomes and outcomes[-1].expired:  # recorded {"expired": True}: the whole turn expires, at once
                     outcomes.append(expired_outcome(gate))
                 else:
-                    outcomes += self._ask([gate], tools, deadline, runtime)
+                    outcomes += self._ask([gate], tools, deadline, runtime, tenant)
         if deadline is not None and not all(o.expired for o in outcomes) and self._now() >= deadline:
             outcomes = [expired_outcome(o.gate) for o in outcomes]  # the reviewer answered too late
-        if outcomes and outcomes[0].expired:
-            self._emit(runtime, "approval_expired", gates, outcomes, deadline=deadline)
-        else:
-            self._emit(runtime, "decisions_received", gates, outcomes)
-        applied = self._apply(state, outcomes, deadline)
-        if stale:
-            applied["hitl_edits"] = {**stale, **applied.get("hitl_edits", {})}
-        return {**cleared, **applied}
+        return outcomes
+
+    def _store_grants(self, grants: Sequence[Grant], uses: Sequence[GrantUse], store: GrantStore) -> Steps[None]:
+        """Write the grants reviewers created and the uses of standing grants (idempotent: a replay adds nothing)."""
+        for grant in grants:
+            yield Step(store.grant, store.agrant, grant)
+        for use in uses:
+            yield Step(store.use, store.ause, use)
 
     def _require_ids(self, gates: Sequence[Gate]) -> None:
         """Per call, a reviewed call is answered by its id: one without (None) cannot be reviewed, nor run."""
@@ -347,12 +444,12 @@ class HumanInTheLoopMiddleware(ModelCallFlowHooks, FrozenConfig, AgentMiddleware
     @hook_config(may_interrupt=True)
     def after_model(self, state: HumanInTheLoopState, runtime: Runtime[Any] | None) -> dict[str, Any] | None:
         """Interrupt for the gated calls of the newest ``AIMessage``; apply the decisions once they are valid."""
-        return self._review(state, runtime)
+        return run_sync(self._reviewing(state, runtime))
 
     @hook_config(may_interrupt=True)
     async def aafter_model(self, state: HumanInTheLoopState, runtime: Runtime[Any] | None) -> dict[str, Any] | None:
-        """Async entry point of :meth:`after_model` (no I/O: the same code, without a thread hop)."""
-        return self._review(state, runtime)
+        """Async entry point of :meth:`after_model` (the same body; the grant store's async methods)."""
+        return await run_async(self._reviewing(state, runtime))
 
     def _payload(self, gates: Sequence[Gate], deadline: float | None) -> HITLRequest | ToolApprovalRequest:
         payload: dict[str, Any]
@@ -369,13 +466,14 @@ class HumanInTheLoopMiddleware(ModelCallFlowHooks, FrozenConfig, AgentMiddleware
         return cast(HITLRequest | ToolApprovalRequest, payload)
 
     def _ask(
-        self, gates: Sequence[Gate], tools: Mapping[str, dict[str, Any]] | None, deadline: float | None, runtime: Any
+        self, gates: Sequence[Gate], tools: Mapping[str, dict[str, Any]] | None, deadline: float | None, runtime: Any,
+        tenant: str | None = None,
     ) -> list[Outcome]:
         """Interrupt for ``gates``; return the validated decisions. With LangGraph's ``interrupt`` the validation
         runs inside it, before the value is recorded, so a bad value leaves the interrupt pending."""
         ask = self._interrupt or _interrupt_function()
         fmt = ResumeFormat(owner=self.name, gates=gates, tools=tools, per_call=self.interrupt_mode == "per_call",
-                           deadline=deadline, clock=self._now)
+                           deadline=deadline, clock=self._now, tenant=tenant)
         payload = self._payload(gates, deadline)
         try:
             if ask is _langgraph_interrupt:
@@ -401,6 +499,7 @@ class HumanInTheLoopMiddleware(ModelCallFlowHooks, FrozenConfig, AgentMiddleware
         *,
         payload: Mapping[str, Any] | None = None,
         deadline: float | None = None,
+        entries: Mapping[str, Any] | None = None,
     ) -> None:
         body: dict[str, Any] = {"middleware": self.name, "event": event, "interrupt_mode": self.interrupt_mode}
         if payload is not None:
@@ -408,24 +507,33 @@ class HumanInTheLoopMiddleware(ModelCallFlowHooks, FrozenConfig, AgentMiddleware
         if deadline is not None:
             body["expires_at"] = iso_utc(deadline)
         if outcomes is not None:
-            body["decisions"] = [
-                {"id": o.gate.call["id"], "name": o.gate.call["name"], "type": o.kind} for o in outcomes
-            ]
+            body["decisions"] = [_event_decision(o, (entries or {}).get(str(o.gate.call["id"])) or {})
+                                 for o in outcomes]
         emit(runtime, body)
 
     # -- applying the decisions ---------------------------------------------------------------------------------
-    def _apply(self, state: Any, outcomes: Sequence[Outcome], deadline: float | None) -> dict[str, Any]:
-        """The ``AIMessage`` (unchanged: it keeps the model's calls) and the answers of rejected calls; the audit
-        trail and the edits in private state."""
+    def _apply(
+        self, state: Any, outcomes: Sequence[Outcome], deadline: float | None, runtime: Any,
+        where: tuple[str, GrantStore] | None, tenant: str | None,
+    ) -> tuple[dict[str, Any], list[Grant], list[GrantUse]]:
+        """The ``AIMessage`` (unchanged: it keeps the model's calls) and the answers of rejected calls; in private
+        state the audit trail (who decided what), the edits and the approved calls' digests. Also the grants the
+        reviewers created and the uses of standing grants, for the store."""
         record: dict[str, Any] = {}
         edits: dict[str, Any] = {}
+        approvals: dict[str, Any] = {}
         answers: list[ToolMessage] = []
+        grants: list[Grant] = []
+        uses: list[GrantUse] = []
+        now = self._now()
         for outcome in outcomes:
             call = outcome.gate.call
             call_id = str(call["id"])
-            entry: dict[str, Any] = {"decision": outcome.kind, "middleware": self.name}
-            if outcome.expired:
-                entry["expired"] = True
+            entry = self._entry(outcome, runtime)
+            if outcome.kind in ("approve", "edit"):
+                ran = outcome.call
+                approvals[call_id] = {"digest": self._seal.digest(ran["name"], ran["args"], call_id),
+                                      "middleware": self.name}
             if outcome.kind == "edit":
                 executed = {"name": outcome.call["name"], "args": dict(outcome.call["args"])}
                 entry["requested"] = {"name": call["name"], "args": dict(call["args"])}
@@ -433,13 +541,36 @@ class HumanInTheLoopMiddleware(ModelCallFlowHooks, FrozenConfig, AgentMiddleware
                 edits[call_id] = {**executed, "middleware": self.name}
             elif outcome.kind in ("reject", "respond"):
                 answers.append(_answer(call, outcome, deadline))
+            if outcome.granted_by is not None and where is not None:
+                uses.append(GrantUse(outcome.granted_by.grant_id, where[0], call_id, call["name"], now))
+            if outcome.grant is not None and where is not None:
+                grant = _new_grant(outcome, where[0], tenant, entry.get("reviewer"), now)
+                grants.append(grant)
+                entry["grant"] = grant.audit()
             record[call_id] = entry  # approvals too: the thread keeps an audit trail of every review
         messages = state["messages"]
         ai = messages[last_ai_index(messages)]  # unchanged, as LangChain 1.5 returns it
         update: dict[str, Any] = {"messages": [ai, *answers], "human_review": record}
         if edits:
-            update["hitl_edits"] = edits
-        return update
+            update[EDITS] = edits
+        if approvals:
+            update[APPROVALS] = approvals
+        return update, grants, uses
+
+    def _entry(self, outcome: Outcome, runtime: Any) -> dict[str, Any]:
+        """The audit record of one decision: what, by whom (or by which standing grant), when."""
+        entry: dict[str, Any] = {"decision": outcome.kind, "middleware": self.name}
+        if outcome.expired:
+            entry["expired"] = True
+        grant = outcome.granted_by
+        if grant is not None:
+            entry["by_grant"] = grant.grant_id
+            entry["reviewer"] = {"id": grant.granted_by, "source": "grant"}
+        else:
+            reviewer = reviewer_record(runtime, outcome.reviewer)
+            if reviewer is not None:
+                entry["reviewer"] = reviewer
+        return entry
 
     # -- before_tool: run the reviewer's call ----------------------------------------------------------------------
     def _swap(self, request: ToolCallRequest) -> ToolCallRequest | None:
@@ -453,13 +584,45 @@ class HumanInTheLoopMiddleware(ModelCallFlowHooks, FrozenConfig, AgentMiddleware
             tool = next((t for t in offered if getattr(t, "name", None) == edit["name"]), None)
         return request.override(tool_call=call, tool=tool)
 
+    def _verify(self, request: ToolCallRequest) -> None:
+        """The call about to run is the one approved (its digest, recorded with the approval): else it does not run."""
+        call = request.tool_call
+        approved = _private(request.state, APPROVALS, call.get("id"))
+        if approved is None or approved.get("middleware") != self.name:
+            return
+        problem = self._seal.problem(approved.get("digest"), call["name"], call.get("args") or {}, str(call["id"]))
+        if problem is None:
+            return
+        why = {
+            "changed": "its tool name or arguments are not those the reviewer approved: the checkpoint was changed "
+                       "between the approval and the execution (tampered with, or migrated with other arguments)",
+            "unkeyed": "the approval was recorded without a key and this middleware now has one: an unkeyed digest "
+                       "could have been recomputed by whoever changed the checkpoint",
+            "no key": "the approval was recorded with a key and this middleware has none (key= or "
+                      "$MIDDLEWARE_KIT_APPROVAL_KEY is missing in this process)",
+        }[problem]
+        raise ApprovalMismatchError(
+            f"{self.name}.before_tool: refused to run the approved call {call['name']!r} (tool call id "
+            f"{call['id']!r}): {why}. Nothing ran. Fix: check who changed the thread's checkpoint; to run the "
+            f"call, restore the checkpoint as approved (or give this process the same key= as the one that "
+            f"recorded the approval), or have it reviewed again in a new turn. If a middleware listed before "
+            f"{self.name} rewrites tool arguments in before_tool, list it after {self.name}.",
+            middleware=self.name, tool_call_id=str(call["id"]), tool_name=call["name"],
+        )
+
+    def _before_tool(self, request: ToolCallRequest) -> ToolCallRequest | None:
+        swapped = self._swap(request)
+        self._verify(swapped or request)
+        return swapped
+
     def before_tool(self, request: ToolCallRequest) -> ToolCallRequest | None:
-        """Run the reviewer's call in place of an edited one (the ``AIMessage`` keeps the model's)."""
-        return self._swap(request)
+        """Run the reviewer's call in place of an edited one (the ``AIMessage`` keeps the model's); refuse a call
+        that is not the one approved (:class:`ApprovalMismatchError`)."""
+        return self._before_tool(request)
 
     async def abefore_tool(self, request: ToolCallRequest) -> ToolCallRequest | None:
         """Async entry point of :meth:`before_tool` (the same code, without a thread hop)."""
-        return self._swap(request)
+        return self._before_tool(request)
 
     # -- after_tool: tell the model what ran --------------------------------------------------------------------
     def _annotate(self, request: ToolCallRequest, result: ToolResult) -> ToolResult | None:
@@ -628,4 +791,40 @@ def _review_entry(state: Any, call_id: Any) -> dict[str, Any] | None:
 
 def _edit_of(state: Any, call_id: Any) -> dict[str, Any] | None:
     """The reviewer's call for ``call_id``, if it was edited (private state ``hitl_edits``)."""
-    return _private(state, "hitl_edits", call_id)
+    return _private(state, EDITS, call_id)
+
+
+def _thread_and_store() -> tuple[str, GrantStore] | None:
+    """The run's thread and its checkpointer's grant store (None outside a graph, or without a checkpointer)."""
+    try:
+        configurable = _run_config().get("configurable") or {}
+    except RuntimeError:
+        return None
+    saver, thread = configurable.get(CONFIG_KEY_CHECKPOINTER), configurable.get("thread_id")
+    return None if saver is None or thread is None else (str(thread), grant_store(saver))
+
+
+def _new_grant(outcome: Outcome, thread: str, tenant: str | None, reviewer: Any, now: float) -> Grant:
+    """The grant a reviewer asked for with an approval (its id derived from the thread and the call)."""
+    asked = cast(Mapping[str, Any], outcome.grant)
+    call = outcome.gate.call
+    scope = asked.get("scope", "thread")
+    origin = f"{thread}/{call['id']}"
+    return Grant(
+        grant_id=new_grant_id(origin), tool=call["name"],
+        args=dict(asked["args"]) if "args" in asked else literal_pattern(call["args"]),
+        scope=scope, scope_id=thread if scope == "thread" else cast(str, tenant),
+        granted_by=reviewer.get("id") if isinstance(reviewer, Mapping) else None,
+        granted_at=now, expires_at=now + float(asked["expires_in"]), origin=origin,
+    )
+
+
+def _event_decision(outcome: Outcome, entry: Mapping[str, Any]) -> dict[str, Any]:
+    """One decision as the ``decisions_received``/``approval_expired`` events carry it."""
+    item: dict[str, Any] = {"id": outcome.gate.call["id"], "name": outcome.gate.call["name"], "type": outcome.kind}
+    for key in ("reviewer", "by_grant"):
+        if key in entry:
+            item[key] = entry[key]
+    if "grant" in entry:
+        item["grant"] = entry["grant"]["grant_id"]
+    return item

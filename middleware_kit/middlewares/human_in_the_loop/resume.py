@@ -36,6 +36,7 @@ from middleware_kit.middlewares.human_in_the_loop.types import (
     DECISION_TYPES,
     DecisionType,
     EditedAction,
+    GrantRequest,
     InvalidResumeError,
 )
 
@@ -77,6 +78,12 @@ class Outcome:
     """The call to run (the reviewer's for ``edit``)."""
     message: str | None
     expired: bool = False
+    reviewer: str | None = None
+    """Who the resume value says decided (the decision's ``reviewer``, else the value's)."""
+    grant: Mapping[str, Any] | None = None
+    """The "always allow" grant the reviewer asked for with an approval (a ``GrantRequest``)."""
+    granted_by: Any = None
+    """The standing grant (a :class:`middleware_kit.ledger.grants.Grant`) that approved this call without review."""
 
 
 @with_config(ConfigDict(extra="forbid"))
@@ -189,9 +196,10 @@ class ResumeFormat:
         per_call: bool,
         deadline: float | None,
         clock: Callable[[], float],
+        tenant: str | None = None,
     ) -> None:
         self.owner, self.gates, self.tools, self.per_call = owner, tuple(gates), tools, per_call
-        self.deadline, self.clock = deadline, clock
+        self.deadline, self.clock, self.tenant = deadline, clock, tenant
         decisions = [self._decision_type(g) for g in self.gates]
         by_id = with_config(ConfigDict(extra="forbid"))(
             TypedDict("DecisionsById", {str(g.call["id"]): d for g, d in zip(self.gates, decisions, strict=True)})  # type: ignore[operator]
@@ -203,7 +211,7 @@ class ResumeFormat:
                 {"decisions": Annotated[
                     Union[Annotated[listed, Tag("list")], Annotated[by_id, Tag("by_id")]],  # noqa: UP007
                     Discriminator(_shape_tag),
-                ]},
+                ], "reviewer": NotRequired[str]},
             )
         )
         options: list[Any] = [
@@ -228,6 +236,8 @@ class ResumeFormat:
                 edited = self._edited_action_type(gate)
                 typed = Annotated[_derive(typed, "EditDecision", edited_action=edited),
                                   AfterValidator(self._edit_checker(gate))]
+            elif kind == "approve":
+                typed = Annotated[typed, AfterValidator(self._grant_checker(gate))]
             options.append(Annotated[typed, Tag(kind)])
         return Annotated[Union[tuple(options)], Discriminator(_decision_tag)]  # noqa: UP007
 
@@ -273,6 +283,19 @@ class ResumeFormat:
                 raise ValueError(
                     f"the edited arguments for {gate.label} do not match the arguments of '{name}': "
                     f"{'; '.join(problems[:5])}."
+                )
+            return decision
+
+        return check
+
+    def _grant_checker(self, gate: Gate) -> Callable[[Any], Any]:
+        def check(decision: Any) -> Any:
+            grant = decision.get("grant")
+            if grant is not None and grant.get("scope") == "tenant" and self.tenant is None:
+                raise ValueError(
+                    f"the approval of {gate.label} asks for a tenant-wide grant, but the run has no tenant: give "
+                    f"{self.owner}(..., tenant='tenant_id') (the key of runtime.context naming the tenant) and run "
+                    f"with that context, or use 'scope': 'thread'."
                 )
             return decision
 
@@ -333,12 +356,13 @@ class ResumeFormat:
         """One :class:`Outcome` per gate, from a value :meth:`validate` accepted."""
         if isinstance(validated, Mapping) and validated.get("expired") is True:
             return [expired_outcome(g) for g in self.gates]
+        reviewer = None
         if isinstance(validated, Mapping) and "decisions" in validated:
-            given = validated["decisions"]
+            given, reviewer = validated["decisions"], validated.get("reviewer")
             chosen = [given[str(g.call["id"])] for g in self.gates] if isinstance(given, Mapping) else list(given)
         else:
             chosen = [validated]
-        return [_outcome(g, d) for g, d in zip(self.gates, chosen, strict=True)]
+        return [_outcome(g, d, reviewer) for g, d in zip(self.gates, chosen, strict=True)]
 
     # -- errors ------------------------------------------------------------------------------------------------------
     def _invalid(self, message: str, gate: Gate | None = None, sentence: str | None = None) -> InvalidResumeError:
@@ -366,9 +390,13 @@ class ResumeFormat:
             return self._invalid(str(ctx.get("error", error["msg"])))
         gate: Gate | None = None
         if top == "decisions":
+            if loc[:1] == ["reviewer"]:
+                given_reviewer = describe_value(value["reviewer"])
+                return self._invalid(f"'reviewer' (who decided) must be a str; got {given_reviewer}.")
             if loc[:1] != ["decisions"]:
-                return self._invalid(f"the resume value has unknown key(s) {sorted(set(value) - {'decisions'})}; it "
-                                     f"takes only 'decisions'.")
+                return self._invalid(f"the resume value has unknown key(s) "
+                                     f"{sorted(set(value) - {'decisions', 'reviewer'})}; it takes 'decisions' (and "
+                                     f"'reviewer': who decided, a str).")
             loc.pop(0)  # the 'decisions' key
             decisions = value.get("decisions")
             if not loc:
@@ -444,8 +472,10 @@ class ResumeFormat:
         path = ".".join(str(p) for p in loc)
         if kind == "extra_forbidden":
             hint = " (LangChain renamed 'arguments' to 'args')" if loc[-1:] == ["arguments"] else ""
-            where = "'edited_action'" if loc[:1] == ["edited_action"] else f"the '{given}' decision"
-            owner = EditedAction if where == "'edited_action'" else DECISION_TYPEDDICTS[cast(DecisionType, given)]
+            nested: dict[str, Any] = {"edited_action": EditedAction, "grant": GrantRequest}
+            inner = nested.get(str(loc[0])) if len(loc) > 1 else None
+            where = f"'{loc[0]}'" if inner is not None else f"the '{given}' decision"
+            owner = inner if inner is not None else DECISION_TYPEDDICTS[cast(DecisionType, given)]
             keys = sorted(owner.__annotations__)
             return self._invalid(
                 f"{where} for {gate.label} has unexpected key(s) ['{loc[-1]}']{hint}; it takes {keys}.", gate
@@ -507,14 +537,15 @@ def _quote(items: Sequence[str]) -> str:
     return ", ".join(f"'{i}'" for i in items)
 
 
-def _outcome(gate: Gate, decision: Mapping[str, Any]) -> Outcome:
+def _outcome(gate: Gate, decision: Mapping[str, Any], reviewer: str | None = None) -> Outcome:
     kind = cast(DecisionType, decision["type"])
+    who = decision.get("reviewer", reviewer)
     if kind != "edit":
-        return Outcome(gate, kind, gate.call, decision.get("message"))
+        return Outcome(gate, kind, gate.call, decision.get("message"), reviewer=who, grant=decision.get("grant"))
     action = decision["edited_action"]
     call = ToolCall(name=action.get("name", gate.call["name"]), args=dict(action["args"]), id=gate.call["id"],
                     type="tool_call")
-    return Outcome(gate, "edit", call, None)
+    return Outcome(gate, "edit", call, None, reviewer=who)
 
 
 def expired_outcome(gate: Gate) -> Outcome:

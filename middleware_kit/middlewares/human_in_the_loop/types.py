@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from typing import Annotated, Any, Literal, NotRequired, Required, TypeAlias
 
 from langchain_core.messages import ToolCall
-from pydantic import ConfigDict, with_config
+from pydantic import ConfigDict, Field, with_config
 from typing_extensions import TypedDict
 
 from middleware_kit.errors import MiddlewareError
@@ -29,6 +29,7 @@ __all__ = [
     "EditDecision",
     "EditedAction",
     "ExpiredApproval",
+    "GrantRequest",
     "HITLRequest",
     "HITLResponse",
     "DescriptionFactory",
@@ -119,10 +120,30 @@ class ToolApprovalRequest(TypedDict):
 
 
 @with_config(_CLOSED)
+class GrantRequest(TypedDict):
+    """An "always allow" grant a reviewer creates with an approval (ours): later calls of the same tool whose
+    arguments match ``args`` run without review, in this thread or for this tenant, for ``expires_in`` seconds."""
+
+    expires_in: Annotated[float, Field(gt=0)]
+    """How long the grant lasts (seconds, from the decision)."""
+    scope: NotRequired[Literal["thread", "tenant"]]
+    """``"thread"`` (default): this thread only; ``"tenant"``: every thread of the run's tenant (the middleware's
+    ``tenant=`` option says where the tenant comes from)."""
+    args: NotRequired[dict[str, Any]]
+    """The argument pattern (default: exactly this call's arguments). A string is a shell-style glob (``"*@acme.com"``),
+    another value must be equal; keys left out may hold anything; ``{}``: every call of the tool."""
+
+
+@with_config(_CLOSED)
 class ApproveDecision(TypedDict):
     """Run the call as the model asked."""
 
     type: Literal["approve"]
+    reviewer: NotRequired[str]
+    """Who decided (ours; recorded in the thread and the events). On LangGraph Server the authenticated user is
+    recorded as well, and wins."""
+    grant: NotRequired[GrantRequest]
+    """Also allow matching calls from now on, without review (ours)."""
 
 
 @with_config(_CLOSED)
@@ -141,6 +162,8 @@ class EditDecision(TypedDict):
 
     type: Literal["edit"]
     edited_action: EditedAction
+    reviewer: NotRequired[str]
+    """Who decided (ours)."""
 
 
 @with_config(_CLOSED)
@@ -150,6 +173,8 @@ class RejectDecision(TypedDict):
     type: Literal["reject"]
     message: NotRequired[str]
     """Why, for the model."""
+    reviewer: NotRequired[str]
+    """Who decided (ours)."""
 
 
 @with_config(_CLOSED)
@@ -158,6 +183,8 @@ class RespondDecision(TypedDict):
 
     type: Literal["respond"]
     message: str
+    reviewer: NotRequired[str]
+    """Who decided (ours)."""
 
 
 Decision: TypeAlias = ApproveDecision | EditDecision | RejectDecision | RespondDecision
@@ -175,6 +202,8 @@ class HITLResponse(TypedDict):
     keyed by tool-call id."""
 
     decisions: list[Decision] | dict[str, Decision]
+    reviewer: NotRequired[str]
+    """Who decided (ours): recorded for every decision that does not name its own ``reviewer``."""
 
 
 DescriptionFactory: TypeAlias = Callable[[ToolCall, Any, Any], str]
@@ -272,7 +301,11 @@ class HumanInTheLoopState(AgentState):
     human_in_the_loop_pending: NotRequired[Annotated[dict[str, Any], PrivateStateAttr, merge_pending]]
     """Per middleware name, how the calls of the newest ``AIMessage`` are reviewed (cleared once decided)."""
     human_review: NotRequired[Annotated[dict[str, Any], PrivateStateAttr, merge_pending]]
-    """The audit trail, by tool-call id: every decision (``decision``, ``middleware``, ``expired``; an edit's
-    ``requested`` and ``executed`` calls). In the thread, never in a message."""
+    """The audit trail, by tool-call id: every decision (``decision``, ``middleware``, ``reviewer``,
+    ``expired``; an edit's ``requested`` and ``executed`` calls; ``by_grant`` for a call a standing grant approved,
+    ``grant`` for one the reviewer created). In the thread, never in a message."""
+    hitl_approvals: NotRequired[Annotated[dict[str, Any], PrivateStateAttr, merge_pending]]
+    """By tool-call id: the digest of the call a reviewer (or a standing grant) approved (``digest``,
+    ``middleware``), checked right before the tool runs."""
     hitl_edits: NotRequired[Annotated[dict[str, Any], PrivateStateAttr, merge_pending]]
     """By tool-call id: the call the reviewer put in place of the model's (``name``, ``args``, ``middleware``)."""

@@ -1,0 +1,182 @@
+"""The crash matrix with human review: a worker SIGKILLed at each step boundary of a run that pauses for review and
+is resumed, the thread continued in a new process, on SQLite (and PostgreSQL when a server can be started), under
+``invoke`` and ``ainvoke``.
+
+Kill points (``review_crash_worker.KILL_POINTS``): the interrupt raised but not saved; saved, before the reply; the
+approval validated but not saved; the approval saved, before ``pay`` starts; inside ``pay`` before its effect; after
+its effect; after its result is recorded.
+
+Invariants at every kill point: the approved tool's effect happened at most once (exactly once, since the run is
+driven to its end); the decision applied exactly once (one review record for the call, naming its reviewer; one
+answer of the call); every tool call answered exactly once in the conversation; a call that died inside the tool
+surfaced to the reconcile policy (the in-doubt interrupt), never ran again silently.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
+from tests.helpers import WorkerProcess
+from tests.ledger.review_crash_worker import KILL_POINTS
+from tests.run_control.helpers import assert_paired
+
+WORKER = Path(__file__).with_name("review_crash_worker.py")
+BEFORE_REVIEW = {"before_interrupt_saved", "after_interrupt_saved"}
+"""Kill points of the first run (no decision yet): the new process must ask the reviewer."""
+IN_DOUBT = {"inside_tool", "after_effect"}
+"""Kill points after which ``pay`` is in doubt (started, no result)."""
+
+pytestmark = pytest.mark.timeout(300)
+
+
+class Database:
+    def __init__(self, kind: str, target: str) -> None:
+        self.kind, self.target = kind, target
+
+    def effects(self, ref: str) -> list[str]:
+        """The idempotency keys ``pay`` ran its effect under for ``ref``."""
+        if self.kind == "sqlite":
+            with sqlite3.connect(self.target + ".effects", timeout=60) as conn:
+                rows = conn.execute("SELECT key FROM effects WHERE ref = ?", (ref,)).fetchall()
+        else:
+            import psycopg
+
+            with psycopg.connect(self.target, autocommit=True) as pg:
+                rows = pg.execute("SELECT key FROM effects WHERE ref = %s", (ref,)).fetchall()
+        return [str(r[0]) for r in rows]
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Database]:
+    if request.param == "sqlite":
+        from langgraph.checkpoint.sqlite import SqliteSaver
+
+        target = str(tmp_path / "agent.sqlite")
+        conn = sqlite3.connect(target, check_same_thread=False)
+        SqliteSaver(conn).setup()
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.commit()
+        conn.close()
+        with sqlite3.connect(target + ".effects") as effects:
+            effects.execute("CREATE TABLE effects (ref TEXT NOT NULL, key TEXT NOT NULL)")
+        yield Database("sqlite", target)
+        return
+    dsn: str = request.getfixturevalue("postgres_dsn")
+    from langgraph.checkpoint.postgres import PostgresSaver
+
+    with PostgresSaver.from_conn_string(dsn) as saver:
+        saver.setup()
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as pg:
+        pg.execute("DROP TABLE IF EXISTS effects")
+        pg.execute("CREATE TABLE effects (ref text NOT NULL, key text NOT NULL)")
+    yield Database("postgres", dsn)
+
+
+def approve(reviewer: str) -> dict[str, Any]:
+    return {"decisions": [{"type": "approve", "reviewer": reviewer}]}
+
+
+def crash(db: Database, mode: str, thread: str, point: str) -> int:
+    """Run ``thread`` in a new worker told to die at ``point``; the worker's exit status."""
+    worker = WorkerProcess(WORKER, [db.kind, db.target, mode], f"review-crash-{thread}")
+    try:
+        assert "ready" in worker.read()
+        if point in BEFORE_REVIEW:
+            worker.send(op="start", thread=thread, kill=point)
+        else:
+            paused = worker.ask(op="start", thread=thread)
+            [pending] = paused["interrupts"]
+            assert pending["value"]["action_requests"][0]["name"] == "pay"
+            worker.send(op="resume", thread=thread, id=pending["id"], decision=approve("first-reviewer"), kill=point)
+        status = worker.proc.wait(timeout=120)
+        assert worker.proc.stderr is not None
+        assert status == -signal.SIGKILL, f"{thread} exited {status}: {worker.proc.stderr.read()[-3000:]}"
+        return status
+    finally:
+        worker.close()
+
+
+def reply_to(db: Database, interrupt: dict[str, Any]) -> dict[str, Any]:
+    """The new process's reviewer: approves a review; for an in-doubt ``pay``, looks its effect up by its key."""
+    value = interrupt["value"]
+    if "action_requests" in value:
+        return approve("second-reviewer")
+    assert value["type"] == "tool_call_in_doubt"
+    ref = value["tool_call"]["args"]["ref"]
+    if value["idempotency_key"] in db.effects(ref):
+        return {"type": "done", "result": f"paid 10 for {ref}"}
+    return {"type": "retry"}
+
+
+def continue_all(db: Database, mode: str, threads: dict[str, str]) -> list[dict[str, Any]]:
+    worker = WorkerProcess(WORKER, [db.kind, db.target, mode], f"review-continue-{mode}")
+    rows = []
+    try:
+        assert "ready" in worker.read()
+        for thread, point in threads.items():
+            out = worker.ask(op="continue", thread=thread)
+            asked: list[str] = []
+            while out["interrupts"]:
+                [interrupt] = out["interrupts"]
+                asked.append("review" if "action_requests" in interrupt["value"] else "in doubt")
+                out = worker.ask(op="resume", thread=thread, id=interrupt["id"], decision=reply_to(db, interrupt))
+            rows.append(check(db, thread, point, asked, out))
+    finally:
+        worker.close()
+    return rows
+
+
+def check(db: Database, thread: str, point: str, asked: list[str], final: dict[str, Any]) -> dict[str, Any]:
+    """The invariants of one kill point; the row of the matrix."""
+    call_id = f"pay-{thread}"
+    effects = db.effects(thread)
+    assert len(effects) == 1, (point, effects)  # at most once, and here exactly once
+    assert ("in doubt" in asked) == (point in IN_DOUBT), (point, asked)
+    assert asked.count("review") <= 1, (point, asked)
+    if point not in BEFORE_REVIEW and point != "after_resume_accepted":
+        assert "review" not in asked, (point, asked)  # a saved decision is never asked for again
+    review = final["review"]
+    assert list(review) == [call_id], (point, review)  # one decision, for the one call
+    assert review[call_id]["decision"] == "approve", (point, review)
+    reviewer = review[call_id]["reviewer"]["id"]
+    assert reviewer == ("second-reviewer" if "review" in asked else "first-reviewer"), (point, review)
+    messages = [_message(*m) for m in final["messages"]]
+    assert_paired(messages)
+    answers = [m for m in messages if isinstance(m, ToolMessage)]
+    assert [m.tool_call_id for m in answers] == [call_id], (point, final["messages"])
+    assert final["last"] == f"done: paid 10 for {thread}", (point, final)
+    return {"point": point, "asked": "+".join(asked) or "-", "pay runs": len(effects), "answers": len(answers),
+            "reviewer": reviewer}
+
+
+def _message(kind: str, content: Any, call_id: str | None, calls: list[str]) -> Any:
+    if kind == "tool":
+        return ToolMessage(content, tool_call_id=call_id or "")
+    if kind == "human":
+        return HumanMessage(content)
+    return AIMessage(content, tool_calls=[{"name": "t", "args": {}, "id": i, "type": "tool_call"} for i in calls])
+
+
+@pytest.mark.parametrize("mode", ["invoke", "ainvoke"])
+def test_crash_matrix_with_human_review(database: Database, mode: str) -> None:
+    threads = {f"{database.kind}-{mode}-{point}": point for point in KILL_POINTS}
+    with ThreadPoolExecutor(len(threads)) as pool:
+        statuses = list(pool.map(lambda item: crash(database, mode, *item), threads.items()))
+    assert statuses == [-signal.SIGKILL] * len(threads), statuses
+    rows = continue_all(database, mode, threads)
+    print(f"\ncrash matrix with human review: {database.kind}, {mode} (pid {os.getpid()})")
+    print(f"{'kill point':<24} {'where':<50} {'new process asked':<18} {'pay':>4} {'answers':>8}  decided by")
+    for row in rows:
+        print(f"{row['point']:<24} {KILL_POINTS[row['point']]:<50} {row['asked']:<18} {row['pay runs']:>4} "
+              f"{row['answers']:>8}  {row['reviewer']}")
