@@ -111,6 +111,11 @@ class Keyring:
     def __repr__(self) -> str:  # never the keys
         return f"Keyring(<{len(self._keys)} key(s)>)"
 
+    def subkeys(self, purpose: str) -> tuple[bytes, ...]:
+        """One secret per key of the ring (the current one first), derived for another ``purpose`` (the approval
+        digests of ``HumanInTheLoopMiddleware``): never a key itself, nor a secret the vault uses."""
+        return tuple(_sub(key.name, purpose.encode()) for key in self._keys)
+
     def name(self, pii_type: str, value: str) -> str:
         """The placeholder of ``value``: ``<TYPE_8hex>``, the same for the same value under the current key."""
         digest = hmac.new(self._keys[0].name, f"{pii_type}\0{value}".encode(), hashlib.sha256).hexdigest()

@@ -62,7 +62,7 @@ def _secrets(owner: str, key: object) -> tuple[bytes, ...]:
     from middleware_kit.middlewares._pii_vault import Keyring
 
     if isinstance(key, Keyring):  # PIIMiddleware's keyring: its per-key name secrets, derived once more here
-        raw = [k.name for k in key._keys]
+        raw = list(key.subkeys("approvals"))
     elif isinstance(key, (str, bytes, bytearray)):
         raw = [key.encode() if isinstance(key, str) else bytes(key)]
     elif isinstance(key, Sequence) and key:
