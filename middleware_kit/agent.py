@@ -20,6 +20,7 @@ from typing_extensions import TypeVar
 
 from middleware_kit._engine.compat import StateLike
 from middleware_kit._engine.graph import build_graph
+from middleware_kit._engine.inheritance import Frame, around, own_frame
 from middleware_kit._engine.pipeline import Pipeline, build_pipeline
 from middleware_kit._engine.private_state import hide_from_streams
 from middleware_kit._engine.schema import MergedSchema, merge_state_schemas
@@ -136,7 +137,8 @@ def _chat_model(model: str | BaseChatModel) -> BaseChatModel:
 
 
 def _equip(
-    compiled: CompiledStateGraph[Any, Any, Any, Any], pipeline: Pipeline, graph: Any, name: str | None
+    compiled: CompiledStateGraph[Any, Any, Any, Any], pipeline: Pipeline, graph: Any, name: str | None,
+    own: Frame | None,
 ) -> CompiledAgent[Any]:
     """The agent: ``compiled`` as a :class:`~middleware_kit.compiled.CompiledAgent`, with its private state hidden
     from streams, its message guards on the input, and its ``middleware_plan``."""
@@ -150,18 +152,26 @@ def _equip(
         graph.nodes,
         lambda: compiled.get_graph().draw_mermaid(),
         has_tool_node="tools" in graph.nodes,
+        inherited=own.middleware if own is not None else (),
     )
-    return CompiledAgent.of(compiled, plan)
+    return CompiledAgent.of(compiled, plan, own)
 
 
-def _run_config(name: str | None) -> RunnableConfig:
+def _run_config(name: str | None, ledger: Ledger | None) -> RunnableConfig:
     """The agent's default run config, as LangChain 1.5's: a recursion limit of 9,999 (an agent loop is bounded by
     its middleware, not by LangGraph's 25 steps), LangSmith's integration tag, and ``lc_agent_name`` (the agent's
-    name in every streamed chunk's metadata, so a UI tells a subagent's tokens from its parent's)."""
+    name in every streamed chunk's metadata, so a UI tells a subagent's tokens from its parent's). With the ledger
+    off, the key that turns off the recording of middleware model calls too (only ever set to turn it off, so a
+    sub-agent's own ``ledger=False`` is not overridden by its caller)."""
     metadata: dict[str, Any] = {"ls_integration": "langchain_create_agent"}
     if name:
         metadata["lc_agent_name"] = name
-    return {"recursion_limit": 9_999, "metadata": metadata}
+    config: RunnableConfig = {"recursion_limit": 9_999, "metadata": metadata}
+    if ledger is None:
+        from middleware_kit.ledger.model_calls import LEDGER_OFF
+
+        config["configurable"] = {LEDGER_OFF: True}
+    return config
 
 
 def _run_control(given: object, checkpointer: Checkpointer) -> RunControl | None:
@@ -265,6 +275,8 @@ def create_agent(
     setup = setup_strategy(strategy)
     pipeline = build_pipeline(middleware, client_tools=client_tools,
                               structured_tools=sorted(setup.tool_names) if setup is not None else ())
+    own = own_frame(pipeline.middleware, name)  # what runs inside this agent's runs apply (docs/subagents.md)
+    pipeline = around(pipeline, own)  # and what this agent applies of its callers', when it runs inside one
 
     merged = _merged_schema(state_schema, pipeline, name)
 
@@ -283,7 +295,8 @@ def create_agent(
         agent_name=name,
     )
     _check_interrupt_nodes(graph.nodes, interrupt_before, interrupt_after)
-    install_ledger(graph.builder, _ledger(ledger))
+    the_ledger = _ledger(ledger)
+    install_ledger(graph.builder, the_ledger)
     compiled = graph.builder.compile(
         checkpointer=checkpointer,
         store=store,
@@ -293,8 +306,8 @@ def create_agent(
         name=name,
         cache=cache,
         transformers=_stream_transformers(pipeline, transformers or ()),
-    ).with_config(_run_config(name))
-    agent = _equip(compiled, pipeline, graph, name)
+    ).with_config(_run_config(name, the_ledger))
+    agent = _equip(compiled, pipeline, graph, name, own)
     if control is not None:
         from middleware_kit.run_control.agent import attach_run_control
 

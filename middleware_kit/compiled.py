@@ -9,7 +9,9 @@ in the module that owns the rule and called from here:
 - ``bulk_update_state``/``abulk_update_state`` (and so ``update_state``): the values through the same guards;
 - state snapshots (``get_state``, ``get_state_history``) read every state key, though streams carry the public ones
   only (:func:`middleware_kit._engine.compat.hide_from_streams`);
-- ``middleware_plan``: a real attribute, kept by ``copy()`` and ``with_config()``.
+- ``middleware_plan``: a real attribute, kept by ``copy()`` and ``with_config()``;
+- the config of each run: this agent's inherited policies added for the agents run inside it
+  (:func:`middleware_kit._engine.inheritance.enter`).
 
 Run control (:mod:`middleware_kit.run_control`) subclasses it once, as ``ControlledAgent``. No class is made or
 swapped at run time: an agent's MRO is ``CompiledAgent``, then LangGraph's own classes.
@@ -27,9 +29,11 @@ from typing_extensions import TypeVar
 
 from middleware_kit._engine.compat import StateLike, transform_of
 from middleware_kit._engine.context import checked_context
+from middleware_kit._engine.inheritance import enter
 from middleware_kit._engine.private_state import snapshot_channels, snapshot_scope
 
 if TYPE_CHECKING:
+    from middleware_kit._engine.inheritance import Frame
     from middleware_kit.plan import MiddlewarePlan
 
 __all__ = ["CompiledAgent"]
@@ -43,13 +47,20 @@ class CompiledAgent(CompiledStateGraph[Any, ContextT, Any, Any]):
 
     middleware_plan: MiddlewarePlan
     """The agent's pipeline in run order (:class:`~middleware_kit.plan.MiddlewarePlan`)."""
+    inherited_frame: Frame | None = None
+    """The policies this agent's runs hand to the agents run inside them (None: none;
+    :mod:`middleware_kit._engine.inheritance`)."""
 
     @classmethod
-    def of(cls, compiled: CompiledStateGraph[Any, Any, Any, Any], plan: MiddlewarePlan) -> Self:
-        """An agent holding everything ``compiled`` holds (no copy of its nodes or channels), with ``plan``."""
+    def of(
+        cls, compiled: CompiledStateGraph[Any, Any, Any, Any], plan: MiddlewarePlan, frame: Frame | None = None
+    ) -> Self:
+        """An agent holding everything ``compiled`` holds (no copy of its nodes or channels), with ``plan`` and the
+        ``frame`` of its inherited policies."""
         agent = object.__new__(cls)
         agent.__dict__.update(compiled.__dict__)
         agent.middleware_plan = plan
+        agent.inherited_frame = frame
         return agent
 
     def copy(self, update: dict[str, Any] | None = None) -> Self:
@@ -59,27 +70,32 @@ class CompiledAgent(CompiledStateGraph[Any, ContextT, Any, Any]):
         new.__dict__.update(update or {})
         return new
 
-    def _entry(self, input: Any, config: RunnableConfig | None, context: Any) -> tuple[Any, Any]:
-        """The input and context a run starts with: the context checked, an input ``Command`` guarded."""
+    def _entry(
+        self, input: Any, config: RunnableConfig | None, context: Any
+    ) -> tuple[Any, RunnableConfig | None, Any]:
+        """The input, config and context a run starts with: the context checked, an input ``Command`` guarded; run
+        inside another agent's run, the input through the callers' guards; this agent's inherited policies added to
+        the config for the runs started inside it."""
         __tracebackhide__ = True
         if self.context_schema is not None:
             context = checked_context(self.context_schema, input, context, config)
         if isinstance(input, Command):
             input = transform_of(self)(input)
-        return input, context
+        input, config = enter(self.inherited_frame, input, config)
+        return input, config, context
 
     def stream(
         self, input: Any, config: RunnableConfig | None = None, *, context: Any = None, **kwargs: Any
     ) -> Iterator[Any]:
         __tracebackhide__ = True
-        input, context = self._entry(input, config, context)
+        input, config, context = self._entry(input, config, context)
         return super().stream(input, config, context=context, **kwargs)
 
     def astream(
         self, input: Any, config: RunnableConfig | None = None, *, context: Any = None, **kwargs: Any
     ) -> AsyncIterator[Any]:
         __tracebackhide__ = True
-        input, context = self._entry(input, config, context)
+        input, config, context = self._entry(input, config, context)
         return super().astream(input, config, context=context, **kwargs)
 
     def bulk_update_state(self, config: RunnableConfig, supersteps: Sequence[Sequence[StateUpdate]]) -> Any:

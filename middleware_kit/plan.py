@@ -11,6 +11,7 @@ import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from middleware_kit._engine.inheritance import INHERITED_LAYER
 from middleware_kit._engine.pipeline import Pipeline
 from middleware_kit.hooks import HOOKS, HookMode, HookSpec
 
@@ -69,6 +70,13 @@ class MiddlewarePlan:
     """The layers the engine adds around ``middleware`` (run control's ``RunControlMiddleware``, outermost, and
     ``RunControlGuard``, innermost, in a controlled agent). Not in ``middleware``, ``hooks`` or the chains: the plan
     shows the user's stack, and prints these on a line of their own."""
+    inherited: tuple[str, ...] = ()
+    """This agent's middlewares with ``inherited = True``: the agents run inside its runs apply them around their
+    own stack (docs/subagents.md)."""
+    inherits: str = ("run inside another agent's run, it applies that caller's inherited policies at run time, "
+                     "outermost caller first, around this stack")
+    """What this agent applies when it runs inside another agent's run: known at run time only (its callers), so the
+    plan states the rule; the ``inherited_policies`` event of each such model call names the layers."""
 
     @functools.cached_property
     def _rows(self) -> PlanRows:
@@ -92,7 +100,7 @@ class MiddlewarePlan:
 
     def _shown(self) -> tuple[object, ...]:
         return (self.name, self.middleware, self.hooks, self.nodes, self.model_chain, self.tool_chain, self.guards,
-                self.resume_guards, self.engine)
+                self.resume_guards, self.engine, self.inherited)
 
     def __eq__(self, other: object) -> bool:
         return other is self or (isinstance(other, MiddlewarePlan) and self._shown() == other._shown())
@@ -104,7 +112,8 @@ class MiddlewarePlan:
         return (
             f"MiddlewarePlan(name={self.name!r}, middleware={self.middleware!r}, hooks={self.hooks!r}, "
             f"nodes={self.nodes!r}, model_chain={self.model_chain!r}, tool_chain={self.tool_chain!r}, "
-            f"guards={self.guards!r}, resume_guards={self.resume_guards!r}, engine={self.engine!r})"
+            f"guards={self.guards!r}, resume_guards={self.resume_guards!r}, engine={self.engine!r}, "
+            f"inherited={self.inherited!r})"
         )
 
     def mermaid(self) -> str:
@@ -151,6 +160,10 @@ class MiddlewarePlan:
         if self.resume_guards:
             lines.append("resume:     " + " -> ".join(f"{g}.guard_resume" for g in self.resume_guards)
                          + "  (every Command(resume=...), before LangGraph stores it)")
+        if self.inherited:
+            lines.append("inherited:  " + ", ".join(self.inherited)
+                         + "  (applied by the agents run inside this agent's runs, around their own stack)")
+        lines.append("sub-agent:  " + self.inherits)
         if any(h.own_node for h in self.hooks):
             lines.append("* a node of its own (the hook may interrupt; resuming it never re-runs its neighbours)")
         return "\n".join(lines)
@@ -200,6 +213,7 @@ def build_plan(
     draw: Callable[[], str],
     *,
     has_tool_node: bool,
+    inherited: Sequence[str] = (),
 ) -> MiddlewarePlan:
     """The plan, its rows in the order of :data:`middleware_kit.hooks.HOOKS` (the order a run meets the hooks),
     worked out when first read. ``node_of``: ``(middleware, hook) -> node`` for every node hook."""
@@ -223,10 +237,11 @@ def build_plan(
     return MiddlewarePlan(
         name=name,
         middleware=tuple(mw.name for mw in pipeline.middleware if mw.name not in engine),
-        engine=tuple(mw.name for mw in pipeline.middleware if mw.name in engine),
+        engine=tuple(mw.name for mw in pipeline.middleware if mw.name in engine and mw.name != INHERITED_LAYER),
         nodes=tuple(nodes),
         rows=rows,
         draw=draw,
         guards=pipeline.guards.owners,
         resume_guards=tuple(owner for owner, _ in pipeline.guards.resume_guards),
+        inherited=tuple(inherited),
     )

@@ -6,6 +6,8 @@
     * the graph: the compiled graph's nodes and edges (``agent.get_graph()``) as an SVG drawing
       (conditional edges dashed);
     * the guards (``guard_messages`` and ``guard_resume``, not steps of the run) in the order they run;
+    * sub-agents: the middlewares the agents run inside this agent's runs apply (``inherited``), and the rule of what
+      this agent applies of its own callers' when it runs inside another agent's run (known at run time);
     * the plan table (what ``print(agent.middleware_plan)`` shows) with a legend for its columns.
 
 ``render_timeline_html(source)`` draws one run on a time axis: each hook's (or model/tool call's) start and
@@ -255,6 +257,21 @@ def _table(plan: MiddlewarePlan) -> str:
             f'<h2>Legend</h2><dl class="legend">{legend}</dl>')
 
 
+def _subagents_section(plan: MiddlewarePlan) -> str:
+    """The inherited layers: what this agent hands to the agents run inside its runs, and what it applies of its
+    callers' (the same two lines as ``print(plan)`` shows)."""
+    handed = (
+        "<table><tr><th>inherited layer</th><th>applied by</th></tr>"
+        + "".join(f'<tr><td class="mono">{_e(name)}</td><td>every agent run inside this agent\'s runs, around its '
+                  f"own stack (outermost caller first)</td></tr>" for name in plan.inherited)
+        + "</table>"
+        if plan.inherited else "<p>This agent hands no inherited middleware to the agents run inside its runs.</p>"
+    )
+    return ("<h2>Sub-agents</h2>"
+            f'<p class="sub">This agent, {_e(plan.inherits)}.</p>'
+            + handed)
+
+
 def _agent_label(plan: MiddlewarePlan) -> str:
     """The agent's name; ``agent`` for an unnamed one (LangGraph names a graph built without ``name=`` "LangGraph",
     which tells a reader nothing)."""
@@ -273,6 +290,7 @@ def render_plan_html(agent_or_plan: Any) -> str:
         + "</p>"
         + _onion_section(plan)
         + _graph_svg(graph, plan)
+        + _subagents_section(plan)
         + _table(plan)
     )
     return _page(f"middleware plan of {label}", body)

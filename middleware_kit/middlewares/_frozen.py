@@ -14,7 +14,7 @@ change runs already in flight. :class:`FrozenConfig` makes that impossible and g
   and what the constructor derives from it is derived again; ``replace`` keeps the change. Other attributes are set
   as they are.
 - Once adopted, assigning or deleting an attribute raises :class:`FrozenMiddlewareError`, except ``name`` (the
-  instance's identity in an agent, not configuration); ``replace(name=...)`` works too. Internal caches that are not
+  instance's identity in an agent, not configuration); ``replace(name=...)`` and ``replace(inherited=False)`` work too. Internal caches that are not
   configuration (bounded memos) use ``object.__setattr__``.
 - A class may declare the rules of its parameters (``__config__``, a :class:`._config.Config`): they are checked,
   defaults included, before its constructor's body runs (see :mod:`middleware_kit.middlewares._config`).
@@ -178,8 +178,9 @@ class FrozenConfig:
         if recorded is None:  # pragma: no cover - every FrozenConfig instance records its arguments
             raise TypeError(f"{type(self).__name__} was not constructed through its __init__")
         signature, arguments = recorded
-        new_name = changes.pop("name", None) if "name" not in _parameter_names(signature) else None
         named = _parameter_names(signature)
+        new_name = changes.pop("name", None) if "name" not in named else None
+        new_inherited = changes.pop("inherited", None) if "inherited" not in named else None
         var_kw = next((n for n, p in signature.parameters.items() if p.kind is p.VAR_KEYWORD), None)
         unknown = sorted(set(changes) - named)
         if unknown and var_kw is None:
@@ -197,6 +198,9 @@ class FrozenConfig:
         explicit = new_name if new_name is not None else self.__dict__.get("_middleware_name")
         if explicit is not None:
             copy.name = explicit
+        inherited = new_inherited if new_inherited is not None else self.__dict__.get("inherited")
+        if inherited is not None:  # an instance's own choice (``mw.inherited = False``) is kept
+            copy.inherited = inherited
         return copy
 
 

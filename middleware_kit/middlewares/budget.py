@@ -17,6 +17,12 @@ Model calls made *inside* middleware (a summarizer, a checking model, a tool emu
 :func:`charge`: they are charged to the middleware that made them (``by_source`` in the usage) and count against the
 same limits, from the next check on.
 
+**Sub-agents** (``inherited``: docs/subagents.md): an agent run inside a run of this agent (a ``task`` tool, a tool
+that invokes an agent) has no ``budget`` state; its model calls are checked against this agent's run, thread and tenant
+usage (as this agent's last budget hook worked it out, plus the sub-agents' calls since) and charged to them, under
+``by_source["subagent:<its name>"]``, folded in at this agent's next budget hook (:class:`_SubagentBudget`). A spent
+budget ends the sub-agent with the final message and this agent at its next check.
+
 The escalation ladder, each step optional, on the ratio ``used / limit`` of the tightest limit:
 ``warn_at`` (a ``budget_warning`` event), ``switch_at`` (later calls go to ``cheaper_model``), ``check_in_at`` (an
 ``interrupt()`` asks a human whether to continue; its ``before_model`` hook is then declared ``may_interrupt`` and gets
@@ -301,7 +307,83 @@ class _Ledger:
         return entry[1] if entry is not None and entry[0] is key else []
 
 
+AccountKey = tuple[str, Any, str]
+
+
+class _Accounts:
+    """Per caller (its thread, else its run) and :class:`BudgetMiddleware` name: the usage the caller's last budget
+    hook worked out, and the model calls of the agents run inside it not yet folded into its state
+    (:class:`_SubagentBudget`). Keyed by the thread when the run has one: a sub-agent paused for review and resumed by
+    a later invocation charges the same account, and checks against the usage its caller had when it paused (one run
+    per thread: run control). Bounded; entries of runs without a thread hold their run's key, so its id cannot be
+    reused while they live."""
+
+    max_entries = 4096
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._entries: OrderedDict[AccountKey, tuple[object | None, dict[str, Any], list[_Charge]]] = OrderedDict()
+
+    @staticmethod
+    def key(runtime: Any, owner: str) -> tuple[AccountKey, object | None] | None:
+        """The account of the current run for the budget named ``owner`` (None outside a run)."""
+        from langchain_core.runnables.config import var_child_runnable_config
+
+        config = var_child_runnable_config.get() or {}
+        thread = (config.get("configurable") or {}).get("thread_id")
+        if thread is not None:
+            return ("thread", str(thread), owner), None
+        run = _run_key(runtime)
+        return (("run", id(run), owner), run) if run is not None else None
+
+    def _entry(self, found: tuple[AccountKey, object | None]) -> tuple[object | None, dict[str, Any], list[_Charge]]:
+        key, anchor = found
+        entry = self._entries.get(key)
+        if entry is None or entry[0] is not anchor:
+            entry = self._entries[key] = (anchor, {}, [])
+        self._entries.move_to_end(key)
+        while len(self._entries) > self.max_entries:
+            self._entries.popitem(last=False)
+        return entry
+
+    def publish(self, found: tuple[AccountKey, object | None] | None, book: Mapping[str, Any]) -> None:
+        if found is None:
+            return
+        usage = {scope: dict(book[scope]) for scope in ("run", "thread", "tenant_total") if book.get(scope)}
+        with self._lock:
+            entry = self._entry(found)
+            entry[1].clear()
+            entry[1].update(usage)
+
+    def charge(self, found: tuple[AccountKey, object | None] | None, item: _Charge) -> None:
+        if found is not None:
+            with self._lock:
+                self._entry(found)[2].append(item)
+
+    def read(self, found: tuple[AccountKey, object | None] | None) -> tuple[dict[str, Any], list[_Charge]]:
+        """(the caller's usage as last published, the charges still pending), left in place."""
+        if found is None:
+            return {}, []
+        with self._lock:
+            entry = self._entries.get(found[0])
+            if entry is None or entry[0] is not found[1]:
+                return {}, []
+            return dict(entry[1]), list(entry[2])
+
+    def drain(self, found: tuple[AccountKey, object | None] | None) -> list[_Charge]:
+        if found is None:
+            return []
+        with self._lock:
+            entry = self._entries.get(found[0])
+            if entry is None or entry[0] is not found[1]:
+                return []
+            charges = list(entry[2])
+            entry[2].clear()
+            return charges
+
+
 _LEDGER = _Ledger()
+_ACCOUNTS = _Accounts()
 
 
 def _run_key(runtime: Any) -> object | None:
@@ -678,9 +760,11 @@ class BudgetMiddleware(ModelCallFlowHooks, FrozenConfig, AgentMiddleware[BudgetS
 
     def _drain(self, runtime: Any, book: dict[str, Any], tenant: str | None, hook: str) -> bool:
         key = _run_key(runtime)
-        items = _LEDGER.drain(key) if key is not None else []
+        account = _ACCOUNTS.key(runtime, self.name)
+        items = [*(_LEDGER.drain(key) if key is not None else ()), *_ACCOUNTS.drain(account)]
         for item in items:
             self._post(book, item, tenant, hook)
+        _ACCOUNTS.publish(account, book)  # what the agents run inside this run check against
         return bool(items)
 
     def _tenant_put(self, tenant: str | None, book: Mapping[str, Any]) -> tuple[tuple[str, ...], str, Usage] | None:
@@ -890,8 +974,8 @@ class BudgetMiddleware(ModelCallFlowHooks, FrozenConfig, AgentMiddleware[BudgetS
         return await run_async(self._after(state, runtime, "after_agent"))
 
     # -- the model call --------------------------------------------------------------------------------------
-    def _prepare(self, request: ModelRequest[Any]) -> ModelRequest[Any]:
-        book = self._book(request.state)
+    def _prepare(self, request: ModelRequest[Any], book: Mapping[str, Any] | None = None) -> ModelRequest[Any]:
+        book = self._book(request.state) if book is None else book
         ratio = self._verdict(book, self._tenant_of(request.runtime)).ratio
         cheaper = self.cheaper_model
         switch = self.switch_at is not None and cheaper is not None and ratio >= self.switch_at
@@ -932,6 +1016,88 @@ class BudgetMiddleware(ModelCallFlowHooks, FrozenConfig, AgentMiddleware[BudgetS
         sent = self._prepare(request)
         response = yield sent
         return self._account(request, sent, response)
+
+    # -- in sub-agents -----------------------------------------------------------------------------------------
+    def subagent_layer(self) -> AgentMiddleware[Any, Any]:
+        """What an agent run inside a run of this agent applies (``inherited``; docs/subagents.md): its model calls
+        are checked against, and charged to, this agent's run, thread and tenant (:class:`_SubagentBudget`)."""
+        return _SubagentBudget(self)
+
+    def _spent(self, account: tuple[AccountKey, object | None] | None, tenant: str | None,
+               hook: str) -> dict[str, Any]:
+        """The caller's usage as its last hook worked it out, plus the charges not yet folded into its state (its
+        sub-agents' model calls so far, parallel ones included)."""
+        published, pending = _ACCOUNTS.read(account)
+        book = self._book({"budget": {"run": published.get("run") or _zero(),
+                                      "thread": published.get("thread") or _zero()}})
+        if tenant is not None:
+            book["tenant_total"] = published.get("tenant_total") or _zero()
+        for item in pending:
+            usage = self._usage_of(item, hook, tenant)
+            for scope in ("run", "thread", "tenant_total"):
+                if scope in book:
+                    book[scope] = _add(book[scope], usage)
+        return book
+
+    def _stop_subagent(self, verdict: _Verdict, runtime: Any) -> ModelResponse[Any]:
+        """The caller's budget is spent: the sub-agent's model is not called; the sub-agent ends with the final
+        message (its caller ends at its own next check), or ``BudgetExceededError`` (``on_exceeded="error"``)."""
+        assert verdict.used is not None and verdict.limit is not None and verdict.scope is not None
+        emit(runtime, {"event": "budget_exceeded", "middleware": self.name, "scope": verdict.scope,
+                       "ratio": verdict.ratio, "used": dict(verdict.used), "action": self.on_exceeded,
+                       "hook": "wrap_model_call", "subagent": True})
+        if self.on_exceeded == "error":
+            error = BudgetExceededError(verdict.scope, verdict.used, verdict.limit, middleware=self.name)
+            error.hook = "wrap_model_call"
+            raise error
+        return ModelResponse(result=[self._final(verdict, "exceeded")])
+
+    def _charge_subagent(self, account: tuple[AccountKey, object | None] | None, sent: ModelRequest[Any],
+                         response: ModelResponse[Any]) -> None:
+        answer = next((m for m in reversed(response.result) if isinstance(m, AIMessage)), None)
+        if answer is None or answer.response_metadata.get(NO_MODEL_CALL):
+            return
+        system = [sent.system_message] if sent.system_message is not None else []
+        item = _measure(_subagent_source(), answer, None, [*system, *sent.messages], _model_name(sent.model),
+                        sent.tools, self.encoding)
+        _ACCOUNTS.charge(account, item)
+        emit(sent.runtime, {"event": "budget_usage", "middleware": self.name, "source": item.source,
+                            "model": item.model, "counted_by": item.counted_by,
+                            "call": dict(self._usage_of(item, "wrap_model_call", self._tenant_of(sent.runtime)))})
+
+
+def _subagent_source() -> str:
+    """The ``by_source`` key of a sub-agent's model calls: ``"subagent:<its name>"`` (``"subagent"`` unnamed)."""
+    from langchain_core.runnables.config import var_child_runnable_config
+
+    config = var_child_runnable_config.get() or {}
+    name = (config.get("metadata") or {}).get("lc_agent_name")
+    return f"subagent:{name}" if isinstance(name, str) and name else "subagent"
+
+
+class _SubagentBudget(ModelCallFlowHooks, AgentMiddleware[AgentState[Any], Any]):
+    """:class:`BudgetMiddleware` in an agent run inside a run of its agent: the sub-agent has no ``budget`` state, so
+    each of its model calls is checked against the caller's usage (:meth:`BudgetMiddleware._spent`) and charged to
+    the caller's account (:class:`_Accounts`), folded into the caller's state, under ``by_source["subagent:<name>"]``,
+    at the caller's next budget hook. The cheaper model is switched to as in the caller; warnings and the check-in
+    are the caller's (they need its state)."""
+
+    def __init__(self, budget: BudgetMiddleware) -> None:
+        self.budget = budget
+        self.name = budget.name
+
+    def model_call_flow(self, request: ModelRequest[Any]) -> ModelCallFlow:
+        budget = self.budget
+        account = _ACCOUNTS.key(request.runtime, budget.name)
+        tenant = budget._tenant_of(request.runtime)
+        book = budget._spent(account, tenant, "wrap_model_call")
+        verdict = budget._verdict(book, tenant)
+        if verdict.scope is not None and verdict.ratio >= 1:
+            return budget._stop_subagent(verdict, request.runtime)
+        sent = budget._prepare(request, book)
+        response = yield sent
+        budget._charge_subagent(account, sent, response)
+        return response
 
 
 def _describe(used: Mapping[str, Any], limit: BudgetLimit) -> str:

@@ -221,6 +221,11 @@ class RunControlMiddleware(FrozenConfig, AgentMiddleware[RunControlState, Any]):
 
     state_schema: type[Any] = RunControlState
     _engine_layer = True
+    inherited = True
+    """An agent run inside a controlled run stops on that run's deadline and cancel: its model and tool calls go
+    through this layer's wrap hooks (the run's handle reaches them in the config LangGraph hands down); a stopped
+    model call answers with the final message, which ends the sub-agent's loop, and its caller ends at its next
+    check (docs/subagents.md)."""
 
     def __init__(self, *, timed: bool = True) -> None:
         """``timed``: keep the run's consumed time in state (``run_control_elapsed``), so a deadline counts a run

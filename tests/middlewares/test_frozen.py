@@ -163,3 +163,14 @@ def test_frozen_errors_pickle() -> None:
     except FrozenMiddlewareError as exc:
         again = pickle.loads(pickle.dumps(exc))
         assert str(again) == str(exc) and again.middleware == "Box"
+
+
+def test_replace_keeps_an_instance_s_inherited_choice_and_accepts_it() -> None:
+    from middleware_kit.middlewares import PIIMiddleware
+
+    opted_out = PIIMiddleware("email")
+    opted_out.inherited = False  # before any agent adopts it
+    assert opted_out.replace(strategy="mask").inherited is False
+    assert PIIMiddleware("email").replace(inherited=False).inherited is False
+    assert ModelRetryMiddleware().replace(inherited=True).inherited is True
+    assert ModelRetryMiddleware().replace(max_retries=3).inherited is False
