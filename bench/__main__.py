@@ -17,6 +17,7 @@ from bench.flow_micro import flow_verdict, format_flow_micro, run_flow_micro
 from bench.micro import format_micro, run_micro
 from bench.report import format_async, format_checkpoints, format_derived, format_detail, format_main_table
 from bench.subjects import Subject, bare_subject, hand_subject, inline_subject, mk_subject
+from bench.time_to_first_token import format_ttft, run_ttft
 from bench.timing import Settings, measure_sync
 
 # (rounds, batch, warmup) of the sync part, and of the async part.
@@ -138,6 +139,9 @@ def main(argv: list[str] | None = None) -> int:
     if async_report is not None:
         print()
         print(format_async(async_report))
+    _progress("time to first token with each stream-vetting guard")
+    print()
+    print(format_ttft(run_ttft(rounds=3 if args.quick else 9)))
     print()
     print("targets")
     for verdict in verdicts:

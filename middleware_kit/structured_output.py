@@ -55,6 +55,7 @@ __all__ = [
     "is_structured_answer",
     "parse_model_output",
     "setup_strategy",
+    "structured_holdback",
     "supports_provider_strategy",
     "tool_strategy_for",
 ]
@@ -409,6 +410,22 @@ class AutoStrategy(Generic[SchemaT]):
 
     def __repr__(self) -> str:
         return f"AutoStrategy(schema={self.schema!r})"
+
+
+def structured_holdback(response_format: object) -> Literal["message"] | None:
+    """The stream hold-back of a ``response_format`` (as ``AgentMiddleware.stream_holdback``): ``"message"`` where
+    validation *rejects* an answer (a ``ProviderStrategy``, which raises on an answer that does not parse; an
+    ``AutoStrategy``, which may become one; a ``ToolStrategy`` whose ``handle_errors`` lets some error raise:
+    ``False``, an exception type or a tuple of them), so no stream carries an answer the run then refuses. None for a
+    ``ToolStrategy`` that handles every error (``True``, a message, a function): a bad answer is kept in the
+    conversation with the error the model reads, and is streamed as it is stored."""
+    if isinstance(response_format, (ProviderStrategy, AutoStrategy)):
+        return "message"
+    if isinstance(response_format, ToolStrategy):
+        handle = response_format.handle_errors
+        every = handle is True or isinstance(handle, str) or (callable(handle) and not isinstance(handle, type))
+        return None if every else "message"
+    return None
 
 
 ResponseFormat: TypeAlias = ToolStrategy[SchemaT] | ProviderStrategy[SchemaT] | AutoStrategy[SchemaT]

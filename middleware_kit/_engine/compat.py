@@ -1,4 +1,4 @@
-"""Every use of a LangGraph private API, in one place (a LangGraph upgrade breaks here, not everywhere).
+"""Every use of a LangGraph (or langchain-core) private API, in one place (an upgrade breaks here, not everywhere).
 
 Supported: ``SUPPORTED_LANGGRAPH`` (pinned by ``tests/core/test_compat.py``, which imports each name below). The bundled
 middlewares may import from here too (``mark_invalid_resume``, ``CONFIG_KEY_CHECKPOINTER``).
@@ -11,7 +11,10 @@ import dataclasses
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
+from langchain_core._api import LangChainBetaWarning
+from langchain_core.language_models._compat_bridge import message_to_events
 from langchain_core.runnables import Runnable, RunnableConfig
+from langchain_core.tracers._streaming import _V2StreamingCallbackHandler as V2StreamingCallbackHandler
 from langgraph import errors as _errors
 from langgraph._internal._config import DEFAULT_RECURSION_LIMIT
 from langgraph._internal._constants import CONF, CONFIG_KEY_SCRATCHPAD, CONFIG_KEY_SEND, CONFIG_KEY_STRICT_RESUME
@@ -29,11 +32,14 @@ __all__ = [
     "CONFIG_KEY_CHECKPOINTER",
     "CONFIG_KEY_STRICT_RESUME",
     "DEFAULT_RECURSION_LIMIT",
+    "LangChainBetaWarning",
     "SUPPORTED_LANGGRAPH",
     "StateLike",
+    "V2StreamingCallbackHandler",
     "graph_nodes",
     "is_last_value_channel",
     "mark_invalid_resume",
+    "message_to_events",
     "node_runnable",
     "send_writes",
     "set_node_mapper",

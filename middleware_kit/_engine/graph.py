@@ -34,6 +34,7 @@ from middleware_kit._engine.chain import Layer, call_flow, compose
 from middleware_kit._engine.compat import node_runnable
 from middleware_kit._engine.drive import Steps, run_async, run_sync
 from middleware_kit._engine.guards import Guards
+from middleware_kit._engine.holdback import Holdback
 from middleware_kit._engine.layout import TOOLS_NODE, NodeSpec, lay_out
 from middleware_kit._engine.model_call import ModelCall, model_writes, prepared
 from middleware_kit._engine.phases import Item, ModelStep, NodeResult, NodeRunner, NodeStep
@@ -43,9 +44,9 @@ from middleware_kit._engine.routing import LifecycleRouter, Router, with_goto
 from middleware_kit._engine.schema import MergedSchema
 from middleware_kit._engine.state import StateSemantics
 from middleware_kit._engine.tool_node import tool_node
+from middleware_kit._engine.tracing import HookTracing, Once, variant
 from middleware_kit.agent_defaults import AgentDefaults
 from middleware_kit.structured_output import AutoStrategy, ProviderStrategy, ToolStrategy
-from middleware_kit._engine.tracing import HookTracing, Once, variant
 
 __all__ = ["AgentGraph", "build_graph"]
 
@@ -80,6 +81,7 @@ def build_graph(
     executable: dict[str, BaseTool] = {}
     for tool in (*client_tools, *pipeline.tools):
         executable.setdefault(tool.name, tool)
+    holdback = Holdback.for_agent(pipeline.middleware, response_format, pipeline.guards)
     call = ModelCall.build(
         model,
         (*client_tools, *pipeline.tools, *provider_tools),
@@ -87,9 +89,10 @@ def build_graph(
         system_message,
         executable=frozenset(executable),
         tools_wrapped=pipeline.has_wrap_tool_call,
-        nostream=bool(pipeline.guards),
+        nostream=bool(pipeline.guards) and holdback is None,
         guards=pipeline.guards,
         agent_name=agent_name,
+        holdback=holdback,
     )
     # Every node and chain in two variants: plain, composed now, and traced (each hook a callback run), composed on
     # the first run with callback handlers (middleware_kit._engine.tracing).
@@ -110,7 +113,7 @@ def build_graph(
         traced = Once(functools.partial(
             _traced_runner, hooks, node.items, model_step, traced_model_step, runner, ends_run
         ))
-        _add_node(builder, node, runner, traced, router, pipeline.guards)
+        _add_node(builder, node, runner, traced, router, pipeline.guards, holdback)
     if layout.has_tool_node:
         tools = tool_node(list(executable.values()), hooks.plain_layers(pipeline.tool_layers), pipeline.guards,
                           traced_layers=hooks.traced_chain(pipeline.tool_layers))
@@ -156,7 +159,7 @@ def _traced_runner(
 
 def _add_node(
     builder: StateGraph[Any, Any, Any, Any], node: NodeSpec, runner: NodeRunner, traced: Once[NodeRunner],
-    router: Router, guards: Guards,
+    router: Router, guards: Guards, holdback: Holdback | None = None,
 ) -> None:
     """One node of hooks: run its items (``traced()`` when the run has callback handlers), route, guard what it
     writes."""
@@ -189,11 +192,14 @@ def _add_node(
         __tracebackhide__ = True
         return finish(await variant(runner, traced).arun(with_private(state), runtime), runtime)
 
+    # The model node with a hold-back: its streamed answer waits for this node's verdict.
+    holds = holdback is not None and any(isinstance(item, ModelStep) for item in node.items)
+    func, afunc = holdback.around(run, arun) if holdback is not None and holds else (run, arun)
     if not command_mode:
-        builder.add_node(node.name, node_runnable(run, arun, node.name))
+        builder.add_node(node.name, node_runnable(func, afunc, node.name))
         builder.add_edge(node.name, node.next or END)
         return
     destinations = tuple(sorted({node.next or END, END})) if past_loop else router.destinations(node.next, jumps)
-    builder.add_node(node.name, node_runnable(run, arun, node.name), destinations=destinations)
+    builder.add_node(node.name, node_runnable(func, afunc, node.name), destinations=destinations)
 
 

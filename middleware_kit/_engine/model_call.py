@@ -26,6 +26,7 @@ from langgraph.types import Command
 from middleware_kit._engine.chain import _note_bubble
 from middleware_kit._engine.compat import update_pairs
 from middleware_kit._engine.drive import Step, Steps, run_async, run_sync
+from middleware_kit._engine.holdback import Holdback
 from middleware_kit._engine.pairing import PairingFix, close_pending
 from middleware_kit._engine.state import StateSemantics
 from middleware_kit.errors import ConflictingUpdateError, MiddlewareConfigError, UnknownStateKeyError, UnknownToolError
@@ -68,6 +69,9 @@ class ModelCall:
     then never holds a guarded value)."""
     agent_name: str | None = None
     """``create_agent(name=...)``: set as ``name`` on every ``AIMessage`` the model returns (as LangChain 1.5 does)."""
+    holdback: Holdback | None = None
+    """The agent's stream hold-back (:mod:`middleware_kit._engine.holdback`): a traced call's streaming handlers then
+    get only what its gate lets through."""
 
     @classmethod
     def build(
@@ -82,6 +86,7 @@ class ModelCall:
         nostream: bool,
         guards: Any = None,
         agent_name: str | None = None,
+        holdback: Holdback | None = None,
     ) -> ModelCall:
         setup = setup_strategy(response_format)
         if setup is not None:
@@ -100,6 +105,7 @@ class ModelCall:
             [None] if cacheable else None,
             guards if guards else None,
             agent_name,
+            holdback,
         )
 
     def request(self, messages: Sequence[AnyMessage], state: Any, runtime: Any) -> ModelRequest[Any]:
@@ -158,7 +164,7 @@ class ModelCall:
             if traced:
                 run_id = uuid.uuid4()
                 config = {"run_id": run_id}
-                message = yield Step(chat.invoke, chat.ainvoke, messages, config)
+                message = yield Step(self._invoke, self._ainvoke, chat, messages, config)
             else:
                 message = yield Step(chat.invoke, chat.ainvoke, messages)
         except GraphBubbleUp as exc:
@@ -180,6 +186,18 @@ class ModelCall:
         if strategy is None:
             return ModelResponse(result=[message])
         return parse_model_output(message, strategy)
+
+    def _invoke(self, chat: Any, messages: list[Any], config: dict[str, Any]) -> Any:
+        if self.holdback is None:
+            return chat.invoke(messages, config)
+        with self.holdback.calling(config["run_id"], is_async=False):
+            return chat.invoke(messages, config)
+
+    async def _ainvoke(self, chat: Any, messages: list[Any], config: dict[str, Any]) -> Any:
+        if self.holdback is None:
+            return await chat.ainvoke(messages, config)
+        with self.holdback.calling(config["run_id"], is_async=True):
+            return await chat.ainvoke(messages, config)
 
     def handlers(self, traced: bool = False) -> tuple[Any, Any]:
         """The base handlers of the model chain, for invoke and ainvoke (``traced``: see :meth:`flow`)."""

@@ -14,8 +14,8 @@ change runs already in flight. :class:`FrozenConfig` makes that impossible and g
   and what the constructor derives from it is derived again; ``replace`` keeps the change. Other attributes are set
   as they are.
 - Once adopted, assigning or deleting an attribute raises :class:`FrozenMiddlewareError`, except ``name`` (the
-  instance's identity in an agent, not configuration); ``replace(name=...)`` and ``replace(inherited=False)`` work too. Internal caches that are not
-  configuration (bounded memos) use ``object.__setattr__``.
+  instance's identity in an agent, not configuration); ``replace(name=...)`` and ``replace(inherited=False)`` work
+  too. Internal caches that are not configuration (bounded memos) use ``object.__setattr__``.
 - A class may declare the rules of its parameters (``__config__``, a :class:`._config.Config`): they are checked,
   defaults included, before its constructor's body runs (see :mod:`middleware_kit.middlewares._config`).
 """

@@ -39,6 +39,7 @@ from langgraph.constants import TAG_NOSTREAM
 
 from middleware_kit._engine.bridge import ElasticPool, run_coroutine_sync
 from middleware_kit._engine.drive import Step, Steps, run_async, run_sync
+from middleware_kit._engine.internal_calls import ainvoke_internal, invoke_internal
 from middleware_kit.errors import MiddlewareConfigError, MiddlewareError
 from middleware_kit.hooks import AsyncModelHandler, ModelHandler
 from middleware_kit.middleware import AgentMiddleware
@@ -152,13 +153,20 @@ class ModelGuard:
         return GuardVerdict(False)
 
     def check(self, request: ModelRequest[Any], owner: str) -> GuardVerdict:
+        """Ask the checking model (through :func:`~middleware_kit.invoke_internal`: under run control, and paid once
+        across a crash with the call ledger on)."""
         payload = self._payload(request)
-        return self._verdict(request, payload, self.model.invoke(payload, config=self._config(owner)), owner)
+        answer = invoke_internal(self.model, payload, self._config(owner), site=self._site(owner))
+        return self._verdict(request, payload, answer, owner)
 
     async def acheck(self, request: ModelRequest[Any], owner: str) -> GuardVerdict:
         payload = self._payload(request)
-        answer = await self.model.ainvoke(payload, config=self._config(owner))
+        answer = await ainvoke_internal(self.model, payload, self._config(owner), site=self._site(owner))
         return self._verdict(request, payload, answer, owner)
+
+    def _site(self, owner: str) -> str:
+        """The call's place in the ledger's key: one per middleware and guard."""
+        return f"{owner}.wrap_model_call.{self.__name__}"
 
 
 # -- running one guard -------------------------------------------------------------------------------------------
@@ -265,6 +273,9 @@ class GuardrailsMiddleware(FrozenConfig, AgentMiddleware):
         self.parallel = parallel
         self._inputs = tuple(_Guard(_guard_name(g), g, "input") for g in input_guards)
         self._outputs = tuple(_Guard(_guard_name(g), g, "output") for g in output_guards)
+        # An output guard judges the whole answer, and an input guard beside the model call may discard it: no
+        # stream carries the answer before the guards passed (docs/streaming.md).
+        self.stream_holdback = "message" if output_guards or (input_guards and parallel) else None
 
     # -- one guard, sync and async ---------------------------------------------------------------------------
     def _span(self, guard: _Guard) -> RunnableConfig:

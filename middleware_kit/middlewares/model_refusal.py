@@ -60,6 +60,9 @@ class ModelRefusalMiddleware(ModelCallFlowHooks, FrozenConfig, AgentMiddleware):
     """The hook runs' traces keep their timing but not the request, as in LangChain (the messages stay on the model's
     own run)."""
 
+    stream_holdback = "message"
+    """A refusal is known once the whole answer is there: no stream carries it before (docs/streaming.md)."""
+
     def __init__(self) -> None:
         pass
 

@@ -35,7 +35,6 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Literal, NotRequired, TypeAlias
 
-from langchain_core._api import LangChainBetaWarning
 from langchain_core.decisions import BaseDecisionModel, Choice, ChoiceAnswer, Content
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
@@ -44,6 +43,7 @@ from langgraph.runtime import Runtime
 from pydantic import JsonValue
 from pydantic_core import ValidationError
 
+from middleware_kit._engine.compat import LangChainBetaWarning
 from middleware_kit._engine.drive import Steps, run_async, run_sync
 from middleware_kit.errors import MiddlewareConfigError, MiddlewareError
 from middleware_kit.flow import ModelCallFlow, ModelCallFlowHooks

@@ -300,6 +300,8 @@ class ModerationMiddleware(FrozenConfig, AgentMiddleware):
         self.check_input = bool(check_input)
         self.check_output = bool(check_output)
         self.check_tool_results = bool(check_tool_results)
+        # The output check judges the whole answer: no stream carries it before the check passed.
+        self.stream_holdback = "message" if check_output else None
         self.exit_behavior: ExitBehavior = exit_behavior
         self.violation_message = template
         acheck = getattr(checker, "acheck", None)

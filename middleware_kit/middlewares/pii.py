@@ -67,7 +67,7 @@ from middleware_kit.middlewares._pii_detectors import (
     detect_url,
     luhn_valid,
 )
-from middleware_kit.middlewares._pii_stream import PIIStreamRedactor
+from middleware_kit.middlewares._pii_stream import DEFAULT_LOOKBACK, PIIStreamRedactor
 from middleware_kit.middlewares._pii_vault import Keyring, KeySpec, VaultError
 from middleware_kit.middlewares._stream import emit
 from middleware_kit.types import AgentState, ExtendedModelResponse, ModelRequest, ModelResponse, ToolCallRequest
@@ -143,7 +143,9 @@ class PIIDetectionError(MiddlewareError, ValueError):
     ) -> None:
         self.pii_type = pii_type
         self.where = where
-        self.matches: list[RedactedMatch] = [
+        # Not annotated: the class docstring documents it (an annotated instance attribute is documented a second
+        # time by autodoc once the module's source has been analysed, e.g. for a class attribute of PIIMiddleware).
+        self.matches = [
             RedactedMatch(
                 type=m.get("type", pii_type),
                 start=m.get("start"),
@@ -549,6 +551,8 @@ class PIIMiddleware(ModelCallFlowHooks, ToolCallFlowHooks, FrozenConfig, AgentMi
     Constructor errors are :class:`MiddlewareConfigError` (a ``ValueError``) naming the parameter.
     """
 
+    inherited = True  # applied by agents run inside this agent's runs too (AgentMiddleware.inherited)
+
     __config__ = Config(
         owner=lambda args: args["name"] or f"PIIMiddleware[{args['pii_type']}]",
         pii_type=NON_EMPTY_NAME.saying("a non-empty string", _THEIRS),
@@ -595,6 +599,8 @@ class PIIMiddleware(ModelCallFlowHooks, ToolCallFlowHooks, FrozenConfig, AgentMi
         # transformer per stream scope, as LangChain 1.5 installs when output or tool results are covered.
         if apply_to_output or apply_to_tool_results:
             self.transformers = (functools.partial(PIIStreamRedactor, redact=self._on_the_wire),)
+        # A value split across tokens is caught if the last DEFAULT_LOOKBACK characters wait (docs/streaming.md).
+        self.stream_holdback = DEFAULT_LOOKBACK if apply_to_output else None
 
     # -- helpers, public for unit tests and custom layers -------------------------------------------------------
     def detect(self, text: str) -> list[PIIMatch]:

@@ -25,13 +25,19 @@ def test_every_compat_name_resolves() -> None:
         assert getattr(compat, name) is not None, name
 
 
+def _private_module(module: str | None) -> bool:
+    """A private module of LangGraph or langchain-core (``langgraph._internal...``, ``langchain_core.tracers._x``)."""
+    parts = (module or "").split(".")
+    return parts[0] in ("langgraph", "langchain_core") and any(part.startswith("_") for part in parts[1:])
+
+
 def test_no_engine_module_but_compat_imports_langgraph_internals() -> None:
     offenders = []
     for path in PACKAGE.rglob("*.py"):
         if path == PACKAGE / "_engine" / "compat.py":
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.ImportFrom) and node.module and "._internal" in f".{node.module}":
+            if isinstance(node, ast.ImportFrom) and _private_module(node.module):
                 offenders.append(f"{path.relative_to(PACKAGE)}: from {node.module}")
             if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith("__pregel_"):
                 offenders.append(f"{path.relative_to(PACKAGE)}: {node.value!r}")  # a LangGraph-internal config key
