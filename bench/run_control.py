@@ -16,9 +16,9 @@ just the lease (take it, release it) on existing threads, a figure the noise of 
 
 PostgreSQL: ``PostgresSaver`` on one connection to a throwaway server started here (``tests/pg_server.py``; or
 ``MIDDLEWARE_KIT_PG_DSN``). Besides the timings, the statements and round trips each invoke sends to the server are
-counted from libpq's own trace of the connection (``Execute`` messages; ``Sync`` + ``Flush``, the points where the
-client waits for the server), for ``off`` and ``on``. The runs are shorter than the first heartbeat, so no renewal
-is counted: the difference is what run control adds outside the heartbeat.
+counted from libpq's own trace of the connection (:func:`count_traffic`), for ``off`` and ``on``. The runs are
+shorter than the first heartbeat, so no renewal is counted: the difference is what run control adds outside the
+heartbeat (the issue's target: at most one round trip).
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ import argparse
 import itertools
 import statistics
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, cast
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
@@ -119,22 +119,57 @@ def lease_alone(agent: Any, threads: int, runs: int) -> float:
     return statistics.median(batches)
 
 
-def traffic(saver: Any, agent: Any, runs: int) -> tuple[float, float]:
-    """(statements, round trips) per invoke of ``agent`` on ``saver``'s connection, from libpq's trace."""
+def count_traffic(trace: Iterable[str]) -> tuple[int, int, int]:
+    """(statements, round trips, ``Sync`` + ``Flush`` messages) in a libpq trace (``PGconn.trace``: one message a
+    line, ``F`` from the client, ``B`` from the server).
+
+    - a statement is an ``Execute`` message;
+    - a round trip is a wait: the client sends, then reads the server's reply, i.e. each turn from ``F`` lines to a
+      ``B`` line. Statements pipelined together (psycopg's ``pipeline()``, as ``PostgresSaver.put`` sends a
+      checkpoint and its blobs) are one round trip however many they are;
+    - ``Sync`` + ``Flush`` is the count this bench reported before: it counts a pipeline's end twice (psycopg ends a
+      pipeline with a ``Sync`` and then a ``Flush``, sent together and answered by one reply).
+    """
+    statements = turns = marks = 0
+    previous = ""
+    for line in trace:
+        fields = line.split("\t")
+        if len(fields) < 4:
+            continue
+        direction, kind = fields[1], fields[3].split(" ")[0].strip()
+        if direction == "F":
+            statements += kind == "Execute"
+            marks += kind in ("Sync", "Flush")
+        elif direction == "B" and previous == "F":
+            turns += 1
+        previous = direction
+    return statements, turns, marks
+
+
+def traced(conn: Any, work: Callable[[], Any]) -> tuple[int, int, int]:
+    """:func:`count_traffic` of what ``work()`` sends on the psycopg connection ``conn``."""
     import tempfile
 
+    with tempfile.TemporaryFile("w+") as log:
+        conn.pgconn.trace(log.fileno())
+        try:
+            work()
+        finally:
+            conn.pgconn.untrace()
+        log.seek(0)
+        return count_traffic(log)
+
+
+def traffic(saver: Any, agent: Any, runs: int) -> tuple[float, float, float]:
+    """(statements, round trips, ``Sync`` + ``Flush``) per invoke of ``agent`` on ``saver``'s connection."""
     invoke = one_invoke(agent)
     invoke()  # statements prepared, tables created
-    with tempfile.TemporaryFile("w+") as log:
-        saver.conn.pgconn.trace(log.fileno())
-        try:
-            for _ in range(runs):
-                invoke()
-        finally:
-            saver.conn.pgconn.untrace()
-        log.seek(0)
-        kinds = [line.split("\t")[3].split(" ")[0].strip() for line in log if line.count("\t") >= 3 and "\tF\t" in line]
-    return kinds.count("Execute") / runs, (kinds.count("Sync") + kinds.count("Flush")) / runs
+
+    def work() -> None:
+        for _ in range(runs):
+            invoke()
+
+    return cast(tuple[float, float, float], tuple(n / runs for n in traced(saver.conn, work)))
 
 
 def main() -> None:
@@ -165,9 +200,9 @@ def main() -> None:
             alone = lease_alone(pg["on"], 20, args.runs)
             print(f"PostgreSQL lease operations alone: {alone * 1e6:.1f} us per invoke = "
                   f"{alone / timings['wall']['off'] * 100:.1f}% of an invoke's wall time (off)")
-            (off_stmts, off_trips), (on_stmts, on_trips) = (traffic(saver, pg[k], 20) for k in ("off", "on"))
-            print(f"PostgreSQL per invoke: statements off {off_stmts:g}, on {on_stmts:g} ({on_stmts - off_stmts:+g}); "
-                  f"round trips off {off_trips:g}, on {on_trips:g} ({on_trips - off_trips:+g})")
+            off, on = (traffic(saver, pg[k], 20) for k in ("off", "on"))
+            for name, i in (("statements", 0), ("round trips", 1), ("Sync+Flush messages", 2)):
+                print(f"PostgreSQL per invoke: {name} off {off[i]:g}, on {on[i]:g} ({on[i] - off[i]:+g})")
     except PostgresUnavailable as exc:
         print(f"PostgreSQL: skipped ({exc})")
 

@@ -25,6 +25,8 @@ from langgraph.channels.ephemeral_value import EphemeralValue
 from langgraph.channels.last_value import LastValue, LastValueAfterFinish
 from langgraph.constants import CONFIG_KEY_CHECKPOINTER, START
 from langgraph.prebuilt.tool_node import ToolNode, ToolRuntime
+from langgraph.pregel._checkpoint import put_writes_accepts_task_path
+from langgraph.pregel._task_status import read_task_statuses
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
@@ -40,7 +42,11 @@ __all__ = [
     "is_last_value_channel",
     "mark_invalid_resume",
     "message_to_events",
+    "PG_LOAD_CHECKPOINT_TUPLE",
     "node_runnable",
+    "pg_checkpoint_query",
+    "put_writes_accepts_task_path",
+    "read_task_statuses",
     "send_writes",
     "set_node_mapper",
     "is_internal_config_key",
@@ -218,3 +224,22 @@ def is_internal_config_key(key: str) -> bool:
     """Whether ``key`` of ``config["configurable"]`` is one of LangGraph's internals (the channels, the scratchpad,
     the checkpointer lent to a task...)."""
     return key.startswith("__pregel_")
+
+
+# --- PostgresSaver internals run control reads the thread with (run_control/lease.py) ----------------------------
+PG_LOAD_CHECKPOINT_TUPLE = "_load_checkpoint_tuple"
+"""``PostgresSaver``/``AsyncPostgresSaver``'s method that turns a row of its ``SELECT_SQL`` into a checkpoint tuple."""
+
+
+def pg_checkpoint_query(saver: Any, config: Any) -> tuple[str, tuple[Any, ...]]:
+    """``PostgresSaver.get_tuple``'s query for ``config`` (the checkpoint it names, else the thread's latest)."""
+    from langgraph.checkpoint.base import get_checkpoint_id
+
+    configurable = config["configurable"]
+    thread_id, checkpoint_ns = configurable["thread_id"], configurable.get("checkpoint_ns", "")
+    checkpoint_id = get_checkpoint_id(config)
+    if checkpoint_id:
+        return (saver.SELECT_SQL + "WHERE thread_id = %s AND checkpoint_ns = %s AND checkpoint_id = %s",
+                (thread_id, checkpoint_ns, checkpoint_id))
+    return (saver.SELECT_SQL + "WHERE thread_id = %s AND checkpoint_ns = %s ORDER BY checkpoint_id DESC LIMIT 1",
+            (thread_id, checkpoint_ns))

@@ -22,9 +22,9 @@ from typing import Any
 
 from langgraph.checkpoint.base import CheckpointTuple
 from langgraph.errors import UnknownInterruptError as LangGraphUnknownInterruptError
-from langgraph.pregel._task_status import read_task_statuses
 from langgraph.types import Command, Interrupt
 
+from middleware_kit._engine.compat import read_task_statuses
 from middleware_kit.run_control.control import RunHandle
 from middleware_kit.run_control.errors import (
     AmbiguousResumeError,

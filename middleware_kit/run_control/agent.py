@@ -5,7 +5,8 @@ when the agent has a checkpointer, unless ``run_control=False``).
 v3 streaming API), so overriding those two puts every run under control. The order inside a run:
 
 1. take the thread's lease (reject or wait, :mod:`~middleware_kit.run_control.lease`) -- before anything reads the
-   thread's state, so two runs never read the same checkpoint and no turn is lost;
+   thread's state, so two runs never read the same checkpoint and no turn is lost (on PostgreSQL, in the same round
+   trip as the run's first checkpoint read: the run's saver takes it there, see :meth:`ControlledAgent._deferred`);
 2. start the heartbeat (lease renewal, cross-process cancel requests: :mod:`~middleware_kit.run_control.heartbeat`;
    none for in-process leases, which do not expire);
 3. run the graph with LangGraph's strict resume on, the run's
@@ -176,13 +177,13 @@ class ControlledAgent(CompiledAgent[Any]):
         return {"configurable": {k: v for k, v in self._configurable(config).items() if k in keys}}
 
     def _slice(self, input: Any, config: RunnableConfig | None, handle: RunHandle, backend: LeaseBackend,
-               kwargs: dict[str, Any]) -> tuple[Self, RunnableConfig, dict[str, Any]]:
+               kwargs: dict[str, Any], lease: Any = None) -> tuple[Self, RunnableConfig, dict[str, Any]]:
         """One graph run under the lease: a shallow copy of this graph whose checkpointer is the run's saver
         (admission, resolved interrupts, the fence; lending it through ``configurable`` instead, as LangGraph lends a
         subgraph its parent's, measured ~8% slower per invoke), and the config and keyword arguments: the run's
         handle, LangGraph's strict resume for a resume, and a LangGraph run control to drain the run by when its
-        lease is lost."""
-        saver = RunSaver.for_run(self.checkpointer, handle, backend, input)  # type: ignore[arg-type]
+        lease is lost. ``lease``: the run's acquire flow, taken with its first read (see :meth:`_deferred`)."""
+        saver = RunSaver.for_run(self.checkpointer, handle, backend, input, lease)  # type: ignore[arg-type]
         graph = self.copy({"checkpointer": saver})
         out: dict[str, Any] = dict(config or {})
         out["configurable"] = {**(out.get("configurable") or {}), HANDLE_KEY: handle}
@@ -195,6 +196,12 @@ class ControlledAgent(CompiledAgent[Any]):
             kwargs = {**kwargs, "control": handle.drain}
         handle.base, handle.slice_started = _fresh_clock(input), _now()
         return graph, out, kwargs  # type: ignore[return-value]
+
+    def _deferred(self, backend: LeaseBackend, input: Any) -> bool:
+        """Whether the run takes its lease with its first checkpoint read, in the same round trip
+        (``backend.reads_with_lease``: PostgreSQL), rather than before it: not when the run reads the thread
+        before its graph runs (``on_pending_input="queue"`` with new input)."""
+        return backend.reads_with_lease and not (self.run_control.on_pending_input == "queue" and is_new_input(input))
 
     @staticmethod
     def _refused(exc: BaseException, handle: RunHandle) -> Any:
@@ -223,7 +230,9 @@ class ControlledAgent(CompiledAgent[Any]):
             yield from super().stream(input, _with_handle(config, handle), **kwargs)
             _outcome(handle)
             return
-        handle.leased(drive(self._lease(handle), backend))
+        lease = self._lease(handle) if self._deferred(backend, input) else None
+        if lease is None:
+            handle.leased(drive(self._lease(handle), backend))
         try:
             _register(backend, handle)
             saver: BaseCheckpointSaver[Any] = self.checkpointer  # type: ignore[assignment]
@@ -236,7 +245,8 @@ class ControlledAgent(CompiledAgent[Any]):
             if backend.expires:
                 BEATS.add(backend, handle)
             while True:
-                graph, run_config, run_kwargs = self._slice(input, config, handle, backend, kwargs)
+                graph, run_config, run_kwargs = self._slice(input, config, handle, backend, kwargs, lease)
+                lease = None
                 try:  # inline, not a helper generator: each chunk of each invoke passes here
                     yield from super(ControlledAgent, graph).stream(input, run_config, **run_kwargs)
                 except (LangGraphUnknownInterruptError, GraphDrained) as exc:
@@ -269,7 +279,9 @@ class ControlledAgent(CompiledAgent[Any]):
                 yield chunk
             _outcome(handle)
             return
-        handle.leased(await adrive(self._lease(handle), backend))
+        lease = self._lease(handle) if self._deferred(backend, input) else None
+        if lease is None:
+            handle.leased(await adrive(self._lease(handle), backend))
         beat: asyncio.Task[None] | None = None
         try:
             _register(backend, handle)
@@ -284,7 +296,8 @@ class ControlledAgent(CompiledAgent[Any]):
             if backend.expires:
                 beat = asyncio.create_task(abeat(backend, handle))
             while True:
-                graph, run_config, run_kwargs = self._slice(input, config, handle, backend, kwargs)
+                graph, run_config, run_kwargs = self._slice(input, config, handle, backend, kwargs, lease)
+                lease = None
                 try:  # inline, not a helper generator: each chunk of each invoke passes here
                     async for chunk in super(ControlledAgent, graph).astream(input, run_config, **run_kwargs):
                         yield chunk

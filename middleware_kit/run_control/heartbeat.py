@@ -10,6 +10,9 @@ whether the run still holds the thread and whether another process asked to canc
 - a failed renewal (a database hiccup) is tried again at the next beat; if they keep failing, the fence stops the
   run's writes before the lease can expire.
 
+A run whose lease is taken with its first checkpoint read (PostgreSQL: see ``LeaseBackend.reads_with_lease``) is
+registered before it holds the lease: its beats skip renewing until it does (:func:`_holding`).
+
 Sync runs share one daemon thread for the process (:data:`BEATS`), so a run costs no thread start and no join
 (renewals run in a small pool, so a slow one holds up no other run);
 async runs beat in a task on their own event loop (:func:`abeat`).
@@ -18,6 +21,7 @@ async runs beat in a task on their own event loop (:func:`abeat`).
 from __future__ import annotations
 
 import asyncio
+import math
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -29,6 +33,12 @@ __all__ = ["BEATS", "Heartbeats", "abeat"]
 
 IDLE = 30.0
 """Seconds the shared thread waits for a new run before it exits (the next run starts it again)."""
+
+
+def _holding(backend: LeaseBackend, handle: RunHandle) -> bool:
+    """Whether the run holds its lease yet: always, unless the backend takes it with the run's first read; then
+    once taken (taking an expiring lease sets the run's fence)."""
+    return not backend.reads_with_lease or not math.isinf(handle.fence_at)
 
 
 def _apply(handle: RunHandle, sent: float, alive: bool, reason: str | None) -> None:
@@ -98,11 +108,12 @@ class Heartbeats:
                 self._pool.submit(self._renew, backend, handle)
 
     def _renew(self, backend: LeaseBackend, handle: RunHandle) -> None:
-        sent = time.monotonic()
-        try:
-            alive, reason = backend.renew(handle.thread_id, handle.run_id, handle.control.ttl)
-        except Exception:  # a database hiccup: try again next beat (the fence stops writes if it lasts)
-            alive = None
+        sent, alive, reason = time.monotonic(), None, None
+        if _holding(backend, handle):
+            try:
+                alive, reason = backend.renew(handle.thread_id, handle.run_id, handle.control.ttl)
+            except Exception:  # a database hiccup: try again next beat (the fence stops writes if it lasts)
+                alive = None
         with self._cond:
             self._inflight.discard(id(handle))
             if alive is not None and id(handle) in self._runs and self._runs[id(handle)][1] is handle:
@@ -119,6 +130,8 @@ async def abeat(backend: LeaseBackend, handle: RunHandle) -> None:
     while True:
         await asyncio.sleep(handle.control.heartbeat)
         sent = time.monotonic()
+        if not _holding(backend, handle):
+            continue
         try:
             alive, reason = await backend.arenew(handle.thread_id, handle.run_id, handle.control.ttl)
         except Exception:

@@ -36,6 +36,7 @@ from functools import partial
 from typing import Any, TypeVar, cast
 
 from middleware_kit._engine import drive as drive_steps
+from middleware_kit._engine.compat import PG_LOAD_CHECKPOINT_TUPLE, pg_checkpoint_query
 from middleware_kit.flow import Sleep
 from middleware_kit.run_control.errors import RunControlConfigError, ThreadBusyError
 
@@ -48,6 +49,7 @@ __all__ = [
     "PostgresLeaseBackend",
     "SqliteLeaseBackend",
     "acquire_flow",
+    "reading_flow",
     "backend_for",
     "drive",
     "shared",
@@ -92,8 +94,14 @@ class LeaseBackend:
     ``try_acquire`` returns None when the lease was taken (or renewed: the run already held it), else the holder.
     """
 
+    saver: Any = None
+    """The checkpointer whose threads this backend leases."""
     expires: bool = True
     """False for the in-process table: its holders release in ``finally`` and die with the process."""
+    reads_with_lease: bool = False
+    """True when a run's first try for the lease travels with its first checkpoint read, in one round trip
+    (PostgreSQL: the two statements pipelined): the run's saver takes the lease at that read (:func:`reading_flow`)
+    instead of the run taking it beforehand."""
 
     def setup(self) -> None:
         """Create the tables this backend needs (idempotent; also done on first use). Nothing for in-process."""
@@ -136,10 +144,24 @@ class LeaseBackend:
         """(True, the oldest held input), removed from the queue; (False, None) when the queue is empty."""
         raise NotImplementedError
 
+    def try_acquire_reading(
+        self, thread_id: str, run_id: str, owner: str, ttl: float, ticket: int | None, config: Any
+    ) -> tuple[Holder | None, Any]:
+        """:meth:`try_acquire`, then (only if it was taken) the saver's checkpoint for ``config``: (holder, the
+        checkpoint tuple or None). A backend with :attr:`reads_with_lease` sends both in one round trip."""
+        holder = self.try_acquire(thread_id, run_id, owner, ttl, ticket)
+        return holder, None if holder is not None else self.saver.get_tuple(config)
+
     async def atry_acquire(
         self, thread_id: str, run_id: str, owner: str, ttl: float, ticket: int | None
     ) -> Holder | None:
         return self.try_acquire(thread_id, run_id, owner, ttl, ticket)
+
+    async def atry_acquire_reading(
+        self, thread_id: str, run_id: str, owner: str, ttl: float, ticket: int | None, config: Any
+    ) -> tuple[Holder | None, Any]:
+        holder = await self.atry_acquire(thread_id, run_id, owner, ttl, ticket)
+        return holder, None if holder is not None else await self.saver.aget_tuple(config)
 
     async def apush_input(self, thread_id: str, value: Any) -> None:
         self.push_input(thread_id, value)
@@ -206,6 +228,39 @@ def acquire_flow(
             delay = min(delay * 2, poll)
     finally:
         yield Call("dequeue", (thread_id, ticket))
+
+
+def reading_flow(
+    acquire: Generator[LeaseStep, Any, float], config: Any
+) -> Generator[LeaseStep, Any, tuple[float, bool, Any]]:
+    """``acquire`` (an :func:`acquire_flow`) with its first try sent together with the read of the thread's
+    checkpoint for ``config`` (:meth:`LeaseBackend.try_acquire_reading`). Returns (when the statement that took the
+    lease was sent, whether a checkpoint was read under the lease, that checkpoint). When the first try fails and
+    the flow waits its turn, nothing was read: the caller reads once the lease is taken."""
+    first = next(acquire)
+    if not isinstance(first, Call) or first.name != "try_acquire":  # pragma: no cover - acquire_flow's first step
+        raise TypeError(f"reading_flow needs an acquire_flow, whose first step is try_acquire; got {first!r}")
+    holder, found = yield Call("try_acquire_reading", (*first.args, config))
+    sent = yield from _resumed(acquire, holder)
+    return sent, holder is None, found
+
+
+def _resumed(flow: Generator[LeaseStep, Any, R], value: Any) -> Generator[LeaseStep, Any, R]:
+    """The rest of the started ``flow``, ``value`` sent to the ``yield`` it stopped at (``yield from`` for a
+    generator already started): its steps pass through, results and exceptions are handed back to it."""
+    resume: Callable[[Any], LeaseStep] = flow.send
+    while True:
+        try:
+            step = resume(value)
+        except StopIteration as stop:
+            return cast(R, stop.value)
+        try:
+            value, resume = (yield step), flow.send
+        except GeneratorExit:
+            flow.close()
+            raise
+        except BaseException as exc:  # the step failed or was cancelled: raised into the flow at its yield
+            value, resume = exc, flow.throw
 
 
 def _caller(backend: Any, prefix: str, sleep: Callable[[float], Any]) -> Callable[[Call | Sleep], Any]:
@@ -741,10 +796,79 @@ def _executed(
     return out
 
 
+def _pipelined_read(saver: Any, read: str, owner: type) -> bool:
+    """Whether the first try for the lease can be pipelined with the checkpoint read: ``saver`` reads checkpoints
+    with LangGraph's own ``read`` method of ``owner`` (``PostgresSaver.get_tuple``, ``AsyncPostgresSaver.aget_tuple``;
+    a subclass that reads otherwise keeps its own read) and libpq can pipeline."""
+    from psycopg import Capabilities
+
+    return getattr(type(saver), read, None) is getattr(owner, read) and Capabilities().has_pipeline()
+
+
+def _read_body(backend: Any, acquire: Stmt, config: Any) -> Generator[_Op, Any, tuple[bool, Any]]:
+    """The lease's ``acquire`` statement and the checkpoint read of ``config``, pipelined on the saver's connection
+    (one round trip). Returns (taken, the checkpoint's row: None when not taken or there is none). The server runs
+    them in order and, under READ COMMITTED (PostgreSQL's default), the read's snapshot is taken after the lease
+    statement: it sees every write of the run that held the thread before."""
+
+    def on_connection(conn: Any) -> Generator[_Op, Any, tuple[bool, Any]]:
+        from psycopg.rows import dict_row, tuple_row
+
+        yield from pg_setup(backend, conn, _ddl(backend.dialect))
+        sql, args = pg_checkpoint_query(backend.saver, config)
+
+        def on_cursors(lease: Any, read: Any) -> Generator[_Op, Any, tuple[bool, Any]]:
+            def send(_: Any) -> Generator[_Op, Any, None]:
+                yield _Op(lease, "execute", acquire)
+                yield _Op(read, "execute", (sql, args))
+
+            yield from _within(conn.pipeline(), send)
+            if not (yield _Op(lease, "fetchall")):
+                return False, None
+            return True, (yield _Op(read, "fetchone"))
+
+        return (yield from _within(conn.cursor(row_factory=tuple_row), lambda lease: _within(
+            conn.cursor(binary=True, row_factory=dict_row), partial(on_cursors, lease))))
+
+    return (yield from _within(backend._conn(), on_connection))
+
+
+def _acquired_reading(backend: Any, acquire: Stmt, config: Any, read: str) -> Generator[_Op, Any, tuple[Any, Any]]:
+    """``try_acquire_reading`` of the PostgreSQL backends, written once (``read``: the saver's ``get_tuple`` or
+    ``aget_tuple``). Taken: the row loaded as the saver's own read loads it (a checkpoint older than format 4 with a
+    parent, whose pending sends need migrating, is read again by the saver itself, now under the lease). Not taken:
+    who holds the thread (a second round trip, on the conflict path only)."""
+    taken, row = yield from _read_body(backend, acquire, config)
+    if not taken:
+        thread_id = config["configurable"]["thread_id"]
+        return backend.ops.held_by((yield from _postgres_body(backend, backend.ops.holder(thread_id)))), None
+    if row is None:
+        return None, None
+    if row["checkpoint"]["v"] < 4 and row["parent_checkpoint_id"]:
+        return None, (yield _Op(backend.saver, read, (config,)))
+    return None, (yield _Op(backend.saver, PG_LOAD_CHECKPOINT_TUPLE, (row,)))
+
+
 class PostgresLeaseBackend(_SqlBackend):
-    """Tables in the ``PostgresSaver``'s database, on its connection (or pool) and under its lock."""
+    """Tables in the ``PostgresSaver``'s database, on its connection (or pool) and under its lock. A run's first
+    try for the lease is pipelined with its first checkpoint read (:attr:`reads_with_lease`)."""
 
     dialect = POSTGRES
+
+    def __init__(self, saver: Any) -> None:
+        from langgraph.checkpoint.postgres import PostgresSaver
+
+        super().__init__(saver)
+        self.reads_with_lease = _pipelined_read(saver, "get_tuple", PostgresSaver)
+
+    def try_acquire_reading(
+        self, thread_id: str, run_id: str, owner: str, ttl: float, ticket: int | None, config: Any
+    ) -> tuple[Holder | None, Any]:
+        if ticket is not None or not self.reads_with_lease:
+            return super().try_acquire_reading(thread_id, run_id, owner, ttl, ticket, config)
+        (acquire,) = self.ops.acquire(thread_id, run_id, owner, ttl, None)
+        return cast(tuple[Holder | None, Any],
+                    drive_steps.run_sync(_acquired_reading(self, acquire, config, "get_tuple"), _PG_SYNC))
 
     @contextlib.contextmanager
     def _conn(self) -> Iterator[Any]:
@@ -762,9 +886,25 @@ class PostgresLeaseBackend(_SqlBackend):
 
 
 class AsyncPostgresLeaseBackend(_SqlBackend):
-    """Tables in the ``AsyncPostgresSaver``'s database, on its connection (or pool) and under its lock."""
+    """Tables in the ``AsyncPostgresSaver``'s database, on its connection (or pool) and under its lock; the first
+    try for the lease is pipelined with the first checkpoint read, as in :class:`PostgresLeaseBackend`."""
 
     dialect = POSTGRES
+
+    def __init__(self, saver: Any) -> None:
+        from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+
+        super().__init__(saver)
+        self.reads_with_lease = _pipelined_read(saver, "aget_tuple", AsyncPostgresSaver)
+
+    async def atry_acquire_reading(
+        self, thread_id: str, run_id: str, owner: str, ttl: float, ticket: int | None, config: Any
+    ) -> tuple[Holder | None, Any]:
+        if ticket is not None or not self.reads_with_lease:
+            return await super().atry_acquire_reading(thread_id, run_id, owner, ttl, ticket, config)
+        (acquire,) = self.ops.acquire(thread_id, run_id, owner, ttl, None)
+        return cast(tuple[Holder | None, Any],
+                    await drive_steps.run_async(_acquired_reading(self, acquire, config, "aget_tuple"), _PG_ASYNC))
 
     @contextlib.asynccontextmanager
     async def _conn(self) -> AsyncIterator[Any]:

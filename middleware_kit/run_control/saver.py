@@ -3,6 +3,10 @@
 A controlled run runs a shallow copy of the compiled graph whose checkpointer is this wrapper of the agent's (LangGraph
 lends it to the run's subgraphs as it lends any parent's), so everything the run and its subgraphs store passes here:
 
+- **the lease**, when the backend takes it with the read (PostgreSQL, :attr:`LeaseBackend.reads_with_lease`): the
+  run's first try for the lease travels with that first read, in one round trip
+  (:func:`~middleware_kit.run_control.lease.reading_flow`); a busy thread raises ``ThreadBusyError`` (or the run
+  waits its turn and reads again) before anything of the thread is used;
 - **admission**, on the run's first read of the thread (the checkpoint LangGraph itself loads, under the lease):
   :func:`~middleware_kit.run_control.admission.admit_flow` may refuse the input before anything is written, at no
   extra read;
@@ -17,7 +21,8 @@ Reads, listing and everything else go straight to the wrapped saver.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator, Sequence
+import time
+from collections.abc import AsyncIterator, Generator, Iterator, Sequence
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -28,11 +33,11 @@ from langgraph.checkpoint.base import (
     CheckpointMetadata,
     CheckpointTuple,
 )
-from langgraph.pregel._checkpoint import put_writes_accepts_task_path
 
+from middleware_kit._engine.compat import put_writes_accepts_task_path
 from middleware_kit.run_control.admission import admit_flow, pending_interrupts
 from middleware_kit.run_control.control import RunHandle
-from middleware_kit.run_control.lease import LeaseBackend, adrive, drive
+from middleware_kit.run_control.lease import LeaseBackend, LeaseStep, adrive, drive, reading_flow
 
 __all__ = ["RunSaver"]
 
@@ -53,11 +58,23 @@ def _takes_task_path(saver: type[BaseCheckpointSaver[Any]]) -> tuple[bool, bool]
 class _Run:
     """What the wrapper (and its ``with_allowlist`` clones) share for one run."""
 
-    __slots__ = ("admitted", "backend", "handle", "input")
+    __slots__ = ("admitted", "backend", "handle", "input", "lease")
 
-    def __init__(self, handle: RunHandle, backend: LeaseBackend, input: Any) -> None:
-        self.handle, self.backend, self.input = handle, backend, input
+    def __init__(self, handle: RunHandle, backend: LeaseBackend, input: Any,
+                 lease: Generator[LeaseStep, Any, float] | None) -> None:
+        self.handle, self.backend, self.input, self.lease = handle, backend, input, lease
         self.admitted = False
+
+    def reading(self, config: RunnableConfig) -> Generator[LeaseStep, Any, tuple[float, bool, Any]] | None:
+        """The lease flow to run with the first read (once), or None: the lease was taken before the run."""
+        lease, self.lease = self.lease, None
+        return None if lease is None else reading_flow(lease, config)
+
+    def taken(self, sent: float) -> None:
+        """The lease was taken by a statement sent at ``sent``: the run's clock starts now (a wait for the thread
+        does not count against its deadline, as when the lease is taken before the run)."""
+        self.handle.leased(sent)
+        self.handle.slice_started = time.monotonic()
 
     def first_read(self, config: RunnableConfig) -> bool:
         if self.admitted or (config.get("configurable") or {}).get("checkpoint_ns"):
@@ -76,9 +93,11 @@ class RunSaver(BaseCheckpointSaver[Any]):
         self._task_path, self._atask_path = _takes_task_path(type(inner))
 
     @classmethod
-    def for_run(cls, inner: BaseCheckpointSaver[Any], handle: RunHandle, backend: LeaseBackend,
-                input: Any) -> RunSaver:
-        return cls(inner, _Run(handle, backend, input))
+    def for_run(cls, inner: BaseCheckpointSaver[Any], handle: RunHandle, backend: LeaseBackend, input: Any,
+                lease: Generator[LeaseStep, Any, float] | None = None) -> RunSaver:
+        """The saver of one run; ``lease``: the run's acquire flow, to take the lease with its first read (when
+        ``backend.reads_with_lease``), else None (the lease is already held)."""
+        return cls(inner, _Run(handle, backend, input, lease))
 
     @property
     def config_specs(self) -> list[Any]:
@@ -93,17 +112,33 @@ class RunSaver(BaseCheckpointSaver[Any]):
 
     # -- reads -------------------------------------------------------------------------------------------------
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        found = self.inner.get_tuple(config)
-        if self._run.first_read(config):
-            pending = [i.id for i in pending_interrupts(found)]
-            drive(admit_flow(self._run.input, self._run.handle, pending), self._run.backend)
+        run = self._run
+        if not run.first_read(config):
+            return self.inner.get_tuple(config)
+        lease = run.reading(config)
+        if lease is None:
+            found = self.inner.get_tuple(config)
+        else:
+            sent, read, found = drive(lease, run.backend)
+            run.taken(sent)
+            if not read:
+                found = self.inner.get_tuple(config)
+        drive(admit_flow(run.input, run.handle, [i.id for i in pending_interrupts(found)]), run.backend)
         return found
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        found = await self.inner.aget_tuple(config)
-        if self._run.first_read(config):
-            pending = [i.id for i in pending_interrupts(found)]
-            await adrive(admit_flow(self._run.input, self._run.handle, pending), self._run.backend)
+        run = self._run
+        if not run.first_read(config):
+            return await self.inner.aget_tuple(config)
+        lease = run.reading(config)
+        if lease is None:
+            found = await self.inner.aget_tuple(config)
+        else:
+            sent, read, found = await adrive(lease, run.backend)
+            run.taken(sent)
+            if not read:
+                found = await self.inner.aget_tuple(config)
+        await adrive(admit_flow(run.input, run.handle, [i.id for i in pending_interrupts(found)]), run.backend)
         return found
 
     def list(self, config: RunnableConfig | None, **kwargs: Any) -> Iterator[CheckpointTuple]:
