@@ -20,7 +20,7 @@ from typing_extensions import TypeVar
 
 from middleware_kit._engine.compat import StateLike
 from middleware_kit._engine.graph import build_graph
-from middleware_kit._engine.inheritance import Frame, around, own_frame
+from middleware_kit._engine.inheritance import Frame, around, callers, own_frame
 from middleware_kit._engine.pipeline import Pipeline, build_pipeline
 from middleware_kit._engine.private_state import hide_from_streams
 from middleware_kit._engine.schema import MergedSchema, merge_state_schemas
@@ -293,6 +293,7 @@ def create_agent(
         response_format=strategy,
         context_schema=context_schema,
         agent_name=name,
+        callers=functools.partial(callers, own),  # whose hold-back a nested run's model node also applies
     )
     _check_interrupt_nodes(graph.nodes, interrupt_before, interrupt_after)
     the_ledger = _ledger(ledger)

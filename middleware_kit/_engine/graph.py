@@ -19,7 +19,7 @@ Shape (``middleware=[A, B, C]``, every hook present, none interrupting)::
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,7 +34,7 @@ from middleware_kit._engine.chain import Layer, call_flow, compose
 from middleware_kit._engine.compat import node_runnable
 from middleware_kit._engine.drive import Steps, run_async, run_sync
 from middleware_kit._engine.guards import Guards
-from middleware_kit._engine.holdback import Holdback
+from middleware_kit._engine.holdback import Holdback, held
 from middleware_kit._engine.layout import TOOLS_NODE, NodeSpec, lay_out
 from middleware_kit._engine.model_call import ModelCall, model_writes, prepared
 from middleware_kit._engine.phases import Item, ModelStep, NodeResult, NodeRunner, NodeStep
@@ -73,6 +73,7 @@ def build_graph(
     response_format: ToolStrategy[Any] | ProviderStrategy[Any] | AutoStrategy[Any] | None,
     context_schema: type[Any] | None,
     agent_name: str | None = None,
+    callers: Callable[[], Sequence[Any]] = tuple,
 ) -> AgentGraph:
     builder: StateGraph[Any, Any, Any, Any] = StateGraph(
         schema.state, context_schema=context_schema, input_schema=schema.input, output_schema=schema.output
@@ -110,10 +111,9 @@ def build_graph(
         past_loop = any(isinstance(i, NodeStep) and i.hook == "after_agent" for i in node.items)
         ends_run = ("always" if node.next == END else "on_jump") if past_loop else None
         runner = NodeRunner(hooks.plain_items(node.items), semantics, defaults=defaults, ends_run=ends_run)
-        traced = Once(functools.partial(
-            _traced_runner, hooks, node.items, model_step, traced_model_step, runner, ends_run
-        ))
-        _add_node(builder, node, runner, traced, router, pipeline.guards, holdback)
+        traced = Once(functools.partial(_traced_runner, hooks, node.items, model_step, traced_model_step, runner,
+                                        ends_run))
+        _add_node(builder, node, runner, traced, router, pipeline.guards, holdback, callers)
     if layout.has_tool_node:
         tools = tool_node(list(executable.values()), hooks.plain_layers(pipeline.tool_layers), pipeline.guards,
                           traced_layers=hooks.traced_chain(pipeline.tool_layers))
@@ -160,6 +160,7 @@ def _traced_runner(
 def _add_node(
     builder: StateGraph[Any, Any, Any, Any], node: NodeSpec, runner: NodeRunner, traced: Once[NodeRunner],
     router: Router, guards: Guards, holdback: Holdback | None = None,
+    callers_of: Callable[[], Sequence[Any]] = tuple,
 ) -> None:
     """One node of hooks: run its items (``traced()`` when the run has callback handlers), route, guard what it
     writes."""
@@ -192,9 +193,10 @@ def _add_node(
         __tracebackhide__ = True
         return finish(await variant(runner, traced).arun(with_private(state), runtime), runtime)
 
-    # The model node with a hold-back: its streamed answer waits for this node's verdict.
-    holds = holdback is not None and any(isinstance(item, ModelStep) for item in node.items)
-    func, afunc = holdback.around(run, arun) if holdback is not None and holds else (run, arun)
+    # The model node: its streamed answer waits for this node's verdict when the agent, or a caller whose run it is
+    # nested in, holds it back (docs/streaming.md).
+    holds = any(isinstance(item, ModelStep) for item in node.items)
+    func, afunc = held(holdback, callers_of, run, arun) if holds else (run, arun)
     if not command_mode:
         builder.add_node(node.name, node_runnable(func, afunc, node.name))
         builder.add_edge(node.name, node.next or END)

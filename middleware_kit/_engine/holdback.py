@@ -55,11 +55,12 @@ from langchain_core.runnables.config import var_child_runnable_config
 from langgraph.types import Command
 
 from middleware_kit._engine.compat import V2StreamingCallbackHandler, message_to_events
+from middleware_kit._engine.guards import Guards
 from middleware_kit._engine.tracing import HOOK_TAG
 from middleware_kit.errors import MiddlewareConfigError
 from middleware_kit.structured_output import structured_holdback
 
-__all__ = ["Gate", "Holdback", "declared_holdback", "scoped"]
+__all__ = ["Gate", "Holdback", "current", "declared_holdback", "held", "scoped"]
 
 Declaration = int | Literal["message"] | None
 
@@ -151,35 +152,80 @@ class Holdback:
         return swapped, gate
 
 
-    def around(self, run: Callable[[Any, Any], Any], arun: Callable[[Any, Any], Awaitable[Any]]) -> tuple[
-        Callable[[Any, Any], Any], Callable[[Any, Any], Awaitable[Any]]
-    ]:
-        """The model node's functions with a scope around each run: its gates settle when the node has returned
-        (every vetting hook ran), or give up when it raised."""
+    @staticmethod
+    def strictest(holdbacks: Iterable[Holdback | None]) -> Holdback | None:
+        """The strictest of ``holdbacks`` (an agent's own and its callers' inherited ones): the whole message if any
+        holds it, else the largest window; a window is vetted by the guards of all of them."""
+        found = [h for h in holdbacks if h is not None]
+        if len(found) <= 1:
+            return found[0] if found else None
+        whole = [h for h in found if h.window is None]
+        chosen = whole or [max(found, key=lambda h: h.window or 0)]
+        window = None if whole else chosen[0].window
+        owners = tuple(o for h in found if h.window == window for o in h.owners)
+        guards = tuple(g for h in found if h.guards for g in h.guards.guards)
+        return Holdback(window, owners, Guards(guards) if guards else None)
 
-        def held_run(state: Any, runtime: Any) -> Any:
-            __tracebackhide__ = True
-            with scoped() as scope, _quieted(is_async=False):
-                try:
-                    output = run(state, runtime)
-                except BaseException as exc:
-                    dispatch(abandon(scope, exc))
-                    raise
-                dispatch(settle(scope, output))
-                return output
 
-        async def held_arun(state: Any, runtime: Any) -> Any:
-            __tracebackhide__ = True
-            with scoped() as scope, _quieted(is_async=True):
-                try:
-                    output = await arun(state, runtime)
-                except BaseException as exc:
-                    await adispatch(abandon(scope, exc))
-                    raise
-                await adispatch(settle(scope, output))
-                return output
+NodeRun = Callable[[Any, Any], Any]
+NodeArun = Callable[[Any, Any], Awaitable[Any]]
 
-        return held_run, held_arun
+
+def held(own: Holdback | None, callers: Callable[[], Sequence[Any]], run: NodeRun, arun: NodeArun) -> tuple[
+    NodeRun, NodeArun
+]:
+    """A model node's functions with a scope around each run: its gates settle when the node has returned (every
+    vetting hook ran), or give up when it raised. The hold-back is the strictest of the agent's own (``own``) and
+    its callers' inherited ones (``callers()``: the frames of the runs this one is nested in, each with its
+    ``holdback``), worked out once per caller stack: a sub-agent's tokens wait for its callers' guards too. With
+    neither, the node runs as it is."""
+    known: dict[tuple[Any, ...], Holdback | None] = {}
+
+    def effective() -> Holdback | None:
+        frames = tuple(callers())
+        if not frames:
+            return own
+        if frames not in known:
+            if len(known) > 32:  # a few caller stacks per agent in practice
+                known.clear()
+            known[frames] = Holdback.strictest([own, *(getattr(f, "holdback", None) for f in frames)])
+        return known[frames]
+
+    def held_run(state: Any, runtime: Any) -> Any:
+        __tracebackhide__ = True
+        holdback = effective()
+        if holdback is None:
+            return run(state, runtime)
+        with scoped(holdback) as scope, _quieted(is_async=False):
+            try:
+                output = run(state, runtime)
+            except BaseException as exc:
+                dispatch(abandon(scope, exc))
+                raise
+            dispatch(settle(scope, output))
+            return output
+
+    async def held_arun(state: Any, runtime: Any) -> Any:
+        __tracebackhide__ = True
+        holdback = effective()
+        if holdback is None:
+            return await arun(state, runtime)
+        with scoped(holdback) as scope, _quieted(is_async=True):
+            try:
+                output = await arun(state, runtime)
+            except BaseException as exc:
+                await adispatch(abandon(scope, exc))
+                raise
+            await adispatch(settle(scope, output))
+            return output
+
+    return held_run, held_arun
+
+
+def current() -> Holdback | None:
+    """The hold-back of the model node running now (None outside one, or when nothing is held back)."""
+    scope = _SCOPE.get()
+    return None if scope is None else scope.holdback
 
 
 def _streams(handler: Any) -> bool:
@@ -190,6 +236,7 @@ def _streams(handler: Any) -> bool:
 # -- the node scope: where the gates of one model node wait for its output -----------------------------------------
 @dataclass(slots=True)
 class _Scope:
+    holdback: Holdback
     gates: list[Gate] = field(default_factory=list)
 
 
@@ -197,10 +244,10 @@ _SCOPE: ContextVar[_Scope | None] = ContextVar("middleware_kit_holdback", defaul
 
 
 @contextlib.contextmanager
-def scoped() -> Iterator[_Scope]:
+def scoped(holdback: Holdback) -> Iterator[_Scope]:
     """Open the scope of one model node run: the gates its model calls make wait in it (a list shared with copied
     contexts, so a model call run in a worker thread or task lands there too)."""
-    scope = _Scope()
+    scope = _Scope(holdback)
     token = _SCOPE.set(scope)
     try:
         yield scope

@@ -47,6 +47,7 @@ from langgraph.types import Command
 
 from middleware_kit._engine.chain import _CALL, CallState, Layer, compose
 from middleware_kit._engine.guards import Guards
+from middleware_kit._engine.holdback import Holdback
 from middleware_kit._engine.pipeline import Pipeline, build_pipeline
 from middleware_kit.events import emit_dict
 from middleware_kit.flow import ToolCallFlow, ToolCallFlowHooks
@@ -85,6 +86,9 @@ class Frame:
     """The inherited middlewares' names, outermost first."""
     pipeline: Pipeline = field(repr=False)
     """Their sub-agent forms, validated and composed as a pipeline of their own (chains and guards are used)."""
+    holdback: Holdback | None = field(default=None, repr=False)
+    """What the inherited middlewares hold back of a streamed answer (their ``stream_holdback``), applied by a
+    sub-agent's model node on top of its own (:func:`middleware_kit._engine.holdback.held`)."""
 
 
 def subagent_form(mw: AgentMiddleware[Any, Any]) -> AgentMiddleware[Any, Any] | None:
@@ -116,7 +120,8 @@ def own_frame(middleware: Sequence[AgentMiddleware[Any, Any]], agent: str | None
     if not forms:
         return None
     pipeline = build_pipeline(forms, client_tools=(), validate_jumps=False)
-    return Frame(agent or "LangGraph", tuple(mw.name for mw in inherited), pipeline)
+    holdback = Holdback.for_agent(inherited, None, pipeline.guards)
+    return Frame(agent or "LangGraph", tuple(mw.name for mw in inherited), pipeline, holdback)
 
 
 def _configurable(config: Mapping[str, Any] | None) -> Mapping[str, Any] | None:

@@ -27,6 +27,7 @@ from middleware_kit._engine.chain import _note_bubble
 from middleware_kit._engine.compat import update_pairs
 from middleware_kit._engine.drive import Step, Steps, run_async, run_sync
 from middleware_kit._engine.holdback import Holdback
+from middleware_kit._engine.holdback import current as current_holdback
 from middleware_kit._engine.pairing import PairingFix, close_pending
 from middleware_kit._engine.state import StateSemantics
 from middleware_kit.errors import ConflictingUpdateError, MiddlewareConfigError, UnknownStateKeyError, UnknownToolError
@@ -188,15 +189,17 @@ class ModelCall:
         return parse_model_output(message, strategy)
 
     def _invoke(self, chat: Any, messages: list[Any], config: dict[str, Any]) -> Any:
-        if self.holdback is None:
+        holdback = current_holdback()  # the node's: this agent's own, or its callers' when it runs inside one
+        if holdback is None:
             return chat.invoke(messages, config)
-        with self.holdback.calling(config["run_id"], is_async=False):
+        with holdback.calling(config["run_id"], is_async=False):
             return chat.invoke(messages, config)
 
     async def _ainvoke(self, chat: Any, messages: list[Any], config: dict[str, Any]) -> Any:
-        if self.holdback is None:
+        holdback = current_holdback()
+        if holdback is None:
             return await chat.ainvoke(messages, config)
-        with self.holdback.calling(config["run_id"], is_async=True):
+        with holdback.calling(config["run_id"], is_async=True):
             return await chat.ainvoke(messages, config)
 
     def handlers(self, traced: bool = False) -> tuple[Any, Any]:
