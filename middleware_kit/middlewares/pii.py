@@ -599,8 +599,7 @@ class PIIMiddleware(ModelCallFlowHooks, ToolCallFlowHooks, FrozenConfig, AgentMi
         # transformer per stream scope, as LangChain 1.5 installs when output or tool results are covered.
         if apply_to_output or apply_to_tool_results:
             self.transformers = (functools.partial(PIIStreamRedactor, redact=self._on_the_wire),)
-        # A value split across tokens is caught if the last DEFAULT_LOOKBACK characters wait (docs/streaming.md).
-        self.stream_holdback = DEFAULT_LOOKBACK if apply_to_output else None
+        self.stream_holdback = DEFAULT_LOOKBACK if apply_to_output else None  # split values caught (streaming.md)
 
     # -- helpers, public for unit tests and custom layers -------------------------------------------------------
     def detect(self, text: str) -> list[PIIMatch]:
