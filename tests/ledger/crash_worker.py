@@ -38,7 +38,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from langchain_core.tools import tool
 from langgraph.types import Command
 
-from middleware_kit import create_agent
+from middleware_kit import AgentMiddleware, create_agent
 from middleware_kit.ledger import current_idempotency_key
 from middleware_kit.ledger import store as ledger_stores
 from middleware_kit.middlewares.human_in_the_loop import HumanInTheLoopMiddleware
@@ -55,6 +55,16 @@ KILL_POINTS = {
     "sibling_dies": "parallel: pay finished; ship dies inside",
     "pay_dies_sibling_done": "parallel: ship finished; pay dies after its effect",
     "reviewed_after_effect": "human review: pay approved, dies after its effect",
+    "before_agent": "hook boundary: before before_agent",
+    "before_model#1": "hook boundary: before the first before_model",
+    "inside_model#1": "the model: dies inside its first call",
+    "after_model#1": "hook boundary: in after_model, pay not started",
+    "wrap_tool_call:before": "hook boundary: wrap_tool_call, before pay",
+    "wrap_tool_call:after": "hook boundary: wrap_tool_call, pay returned",
+    "before_model#2": "hook boundary: before_model, after the tools",
+    "inside_model#2": "the model: dies inside its call after the tools",
+    "after_model#2": "hook boundary: after_model of the final answer",
+    "after_agent": "hook boundary: in after_agent, the answer given",
 }
 MODEL_KILL_POINTS = {
     "mw_summarizer_dies": "summarizer: dies inside its model call",
@@ -69,6 +79,42 @@ SHIP_FINISHED = threading.Event()
 
 def die() -> None:
     os.kill(os.getpid(), signal.SIGKILL)
+
+
+SEEN: dict[str, int] = {}
+SEEN_LOCK = threading.Lock()
+
+
+def boundary(name: str) -> None:
+    """Die when the kill point is ``name`` (its first time) or ``name#N`` (its N-th time in this process)."""
+    with SEEN_LOCK:
+        SEEN[name] = SEEN.get(name, 0) + 1
+        count = SEEN[name]
+    point = KILL["point"]
+    if point == f"{name}#{count}" or (point == name and count == 1):
+        die()
+
+
+class Boundaries(AgentMiddleware):
+    """Every hook of the run a kill point (``KILL_POINTS``' hook boundaries); a no-op unless told to die."""
+
+    def before_agent(self, state: Any, runtime: Any) -> None:
+        boundary("before_agent")
+
+    def before_model(self, state: Any, runtime: Any) -> None:
+        boundary("before_model")
+
+    def after_model(self, state: Any, runtime: Any) -> None:
+        boundary("after_model")
+
+    def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        boundary("wrap_tool_call:before")
+        result = handler(request)
+        boundary("wrap_tool_call:after")
+        return result
+
+    def after_agent(self, state: Any, runtime: Any) -> None:
+        boundary("after_agent")
 
 
 def effects(kind: str, target: str) -> Callable[[str, str, str], None]:
@@ -151,6 +197,7 @@ def model_reply(messages: list[BaseMessage]) -> AIMessage:
     """After tool results: ``done: `` and every result of the last turn; after a user turn: ``pay`` (and ``ship``
     when the turn's text says ``parallel``) with ids naming the thread; in a thread with middleware model calls:
     ``done: `` and the summary it was given."""
+    boundary("inside_model")
     last = messages[-1]
     if "mw_" in str(last.content):
         return AIMessage("done: " + str(messages[0].content).rsplit("\n", 1)[-1])
@@ -225,7 +272,8 @@ def make_agent(saver: Any, record: Callable[[str, str, str], None], review: bool
 
     return create_agent(
         ScriptedChatModel(default=model_reply), [pay, ship], checkpointer=saver,
-        middleware=[HumanInTheLoopMiddleware({"pay": True})] if review else model_middleware(record) if models else [],
+        middleware=[HumanInTheLoopMiddleware({"pay": True})] if review else model_middleware(record) if models
+        else [Boundaries()],
         run_control=RunControl(on_conflict="wait", wait_timeout=60, ttl=3.0, poll_interval=0.05),
     )
 

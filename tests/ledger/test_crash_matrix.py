@@ -3,7 +3,10 @@ new process, on SQLite (and PostgreSQL when a server can be started), under ``in
 
 Kill points: before ``pay``'s start is recorded, after it and before the effect, between the effect and the
 return, after the result is recorded; a parallel sibling dying after ``pay`` finished, ``pay`` dying after its
-sibling finished; and ``pay`` approved by a reviewer (human in the loop) dying after its effect. Middleware model
+sibling finished; ``pay`` approved by a reviewer (human in the loop) dying after its effect; every hook boundary of
+the run (before ``before_agent``, each ``before_model`` and ``after_model``, inside each of the model's calls, around
+the tool inside ``wrap_tool_call``, in ``after_agent``). The crash matrix with human review at its own boundaries is
+``test_crash_review.py``. Middleware model
 calls (a summarizer and a tool selector in the step of the model call): the worker dying inside the summarizer's
 call, and right after the selector's answer is recorded (the summarizer's recorded before it; the step not saved).
 

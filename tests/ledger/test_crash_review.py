@@ -170,7 +170,8 @@ def _message(kind: str, content: Any, call_id: str | None, calls: list[str]) -> 
 
 @pytest.mark.parametrize("mode", ["invoke", "ainvoke"])
 def test_crash_matrix_with_human_review(database: Database, mode: str) -> None:
-    threads = {f"review-{database.kind}-{mode}-{point}": point for point in KILL_POINTS}  # unique on the server the tool-call matrix uses too
+    # thread ids unique on the server the tool-call crash matrix uses too
+    threads = {f"review-{database.kind}-{mode}-{point}": point for point in KILL_POINTS}
     with ThreadPoolExecutor(len(threads)) as pool:
         statuses = list(pool.map(lambda item: crash(database, mode, *item), threads.items()))
     assert statuses == [-signal.SIGKILL] * len(threads), statuses
