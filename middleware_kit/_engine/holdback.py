@@ -646,8 +646,9 @@ _EVENTS = {
 }
 
 
-class _Proxy(BaseCallbackHandler):
-    """Stands for the streaming handlers on the model's run: records, and sends what its gate lets through."""
+class _ProxyState:
+    """Stands for the streaming handlers on the model's run: records, and sends what its gate lets through (the
+    event methods, sync or async, are set below from ``_EVENTS``)."""
 
     run_inline = True
 
@@ -662,18 +663,12 @@ class _Proxy(BaseCallbackHandler):
         return output
 
 
-class _AsyncProxy(AsyncCallbackHandler):
-    run_inline = True
+class _Proxy(_ProxyState, BaseCallbackHandler):
+    """:class:`_ProxyState` for a sync run."""
 
-    def __init__(self, gate: Gate) -> None:
-        self.gate = gate
-        self.raise_error = any(getattr(h, "raise_error", False) for h in gate.targets)
 
-    def tap_output_iter(self, run_id: Any, output: Any) -> Any:
-        return output
-
-    def tap_output_aiter(self, run_id: Any, output: Any) -> Any:
-        return output
+class _AsyncProxy(_ProxyState, AsyncCallbackHandler):
+    """:class:`_ProxyState` for an async run."""
 
 
 def _sync_method(name: str, condition: str) -> Any:

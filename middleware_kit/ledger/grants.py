@@ -26,28 +26,26 @@ import weakref
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from fnmatch import fnmatchcase
-from functools import partial
 from typing import Any, Literal, TypeAlias, cast
 
-from middleware_kit._engine import drive
 from middleware_kit.run_control.errors import RunControlConfigError
 from middleware_kit.run_control.lease import (
-    _PG_ASYNC,
-    _PG_SYNC,
-    POSTGRES,
-    SQLITE,
     AsyncPostgresLeaseBackend,
     AsyncSqliteLeaseBackend,
     PostgresLeaseBackend,
     SqliteLeaseBackend,
     _Dialect,
-    _executed,
-    _kind,
-    _Op,
-    _within,
-    asqlite_setup,
-    pg_setup,
-    sqlite_setup,
+)
+from middleware_kit.run_control.tables import (
+    AsyncPostgresTables,
+    AsyncSqliteTables,
+    Batch,
+    Flow,
+    PostgresTables,
+    Rows,
+    SqliteTables,
+    Tables,
+    store_for,
 )
 
 __all__ = ["Grant", "GrantScope", "GrantStore", "GrantUse", "grant_store", "literal_pattern", "matches"]
@@ -56,8 +54,6 @@ GRANTS = "middleware_kit_approval_grants"
 USES = "middleware_kit_approval_grant_uses"
 GrantScope: TypeAlias = Literal["thread", "tenant"]
 """Where a grant applies: one thread (``scope_id`` = the thread id) or every thread of one tenant."""
-Stmt = tuple[str, tuple[Any, ...]]
-Rows = list[list[tuple[Any, ...]]]
 _GLOB = re.compile(r"([*?\[])")
 
 
@@ -160,14 +156,6 @@ def _ddl(d: _Dialect) -> list[str]:
 
 
 # -- each operation once, as a flow of statement batches ------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class Batch:
-    """Statements run together (in one transaction when they write); the flow receives their rows."""
-
-    stmts: tuple[Stmt, ...]
-    write: bool = True
-
-
 def _add_flow(d: _Dialect, grant: Grant) -> Generator[Batch, Rows, None]:
     sql = f"INSERT INTO {GRANTS} ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING"
     yield Batch(((d.q(sql), (grant.grant_id, grant.tool, json.dumps(dict(grant.args), sort_keys=True), grant.scope,
@@ -209,32 +197,18 @@ def _revoke_flow(d: _Dialect, grant_id: str, at: float) -> Generator[Batch, Rows
     yield Batch(((d.q(sql), (at, grant_id)),))
 
 
-Flow = Callable[..., Generator[Batch, Rows, Any]]
 
 
-class GrantStore:
+class GrantStore(Tables):
     """The grants of one checkpointer's database. Each operation has a sync and an async (``a``-prefixed) form; use
     the form of the checkpointer (``SqliteSaver``: sync; ``AsyncSqliteSaver``: async; memory and PostgreSQL pools:
     the form matching the saver class)."""
 
-    dialect: _Dialect = SQLITE
+    def _ddl(self) -> list[str]:
+        return _ddl(self.dialect)
 
-    def __init__(self, saver: Any) -> None:
-        self.saver = saver
-        self._ready = False
-
-    # what each backend supplies: running one batch
-    def _run(self, batch: Batch) -> Rows:
-        raise NotImplementedError
-
-    async def _arun(self, batch: Batch) -> Rows:
-        return self._run(batch)
-
-    def _sync(self, flow: Flow, *args: Any) -> Any:
-        return drive.run_sync(flow(self.dialect, *args), self._run)
-
-    async def _async(self, flow: Flow, *args: Any) -> Any:
-        return await drive.run_async(flow(self.dialect, *args), self._arun)
+    def _mode_error(self) -> Exception:
+        return _async_only(self)
 
     # -- the app's API ---------------------------------------------------------------------------------------------
     def grant(self, grant: Grant) -> Grant:
@@ -341,51 +315,12 @@ _MEMORY: dict[Flow, Callable[..., Any]] = {
 }
 
 
-class SqliteGrantStore(GrantStore):
+class SqliteGrantStore(SqliteTables, GrantStore):
     """Tables in the ``SqliteSaver``'s file, on its connection and under its lock."""
 
-    def _run(self, batch: Batch) -> Rows:
-        conn = self.saver.conn
-        with self.saver.lock:
-            sqlite_setup(self, conn, _ddl(self.dialect))
-            if not batch.write:
-                return [conn.execute(sql, args).fetchall() for sql, args in batch.stmts]
-            if conn.in_transaction:  # a checkpoint write interrupted before its commit: finish it, as its next would
-                conn.commit()
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                out = [conn.execute(sql, args).fetchall() for sql, args in batch.stmts]
-            except BaseException:
-                conn.rollback()
-                raise
-            conn.commit()
-            return out
 
-
-class AsyncSqliteGrantStore(GrantStore):
+class AsyncSqliteGrantStore(AsyncSqliteTables, GrantStore):
     """Tables in the ``AsyncSqliteSaver``'s file, on its ``aiosqlite`` connection and under its lock."""
-
-    def _run(self, batch: Batch) -> Rows:
-        raise _async_only(self)
-
-    async def _arun(self, batch: Batch) -> Rows:
-        conn = self.saver.conn
-        async with self.saver.lock:
-            await asqlite_setup(self, conn, _ddl(self.dialect))
-            if batch.write:
-                await AsyncSqliteLeaseBackend._begin(conn)
-            try:
-                out = []
-                for sql, args in batch.stmts:
-                    cursor = await conn.execute(sql, args)
-                    out.append(list(await cursor.fetchall()))
-            except BaseException:
-                if batch.write:
-                    await conn.rollback()
-                raise
-            if batch.write:
-                await conn.commit()
-            return out
 
 
 def _async_only(store: GrantStore) -> RunControlConfigError:
@@ -396,48 +331,15 @@ def _async_only(store: GrantStore) -> RunControlConfigError:
     )
 
 
-def _pg_body(store: Any, batch: Batch) -> Generator[_Op, Any, Rows]:
-    """``_run``/``_arun`` of the PostgreSQL stores, written once: the tables on first use, then the batch."""
-    return (yield from _within(store._conn(), partial(_pg_on_connection, store, batch)))
-
-
-def _pg_on_connection(store: Any, batch: Batch, conn: Any) -> Generator[_Op, Any, Rows]:
-    from psycopg.rows import tuple_row
-
-    yield from pg_setup(store, conn, _ddl(store.dialect))
-    return (yield from _within(conn.cursor(row_factory=tuple_row),
-                               lambda cur: _executed(cur, batch.stmts, rows=True)))
-
-
-class PostgresGrantStore(GrantStore):
+class PostgresGrantStore(PostgresTables, GrantStore):
     """Tables in the ``PostgresSaver``'s database, on its connection (or pool) and under its lock."""
 
-    dialect = POSTGRES
 
-    def _conn(self) -> Any:
-        return PostgresLeaseBackend._conn(cast(Any, self))
-
-    def _run(self, batch: Batch) -> Rows:
-        return drive.run_sync(_pg_body(self, batch), _PG_SYNC)
-
-
-class AsyncPostgresGrantStore(GrantStore):
+class AsyncPostgresGrantStore(AsyncPostgresTables, GrantStore):
     """Tables in the ``AsyncPostgresSaver``'s database, on its connection (or pool) and under its lock."""
-
-    dialect = POSTGRES
-
-    def _conn(self) -> Any:
-        return AsyncPostgresLeaseBackend._conn(cast(Any, self))
-
-    def _run(self, batch: Batch) -> Rows:
-        raise _async_only(self)
-
-    async def _arun(self, batch: Batch) -> Rows:
-        return await drive.run_async(_pg_body(self, batch), _PG_ASYNC)
 
 
 _STORES: weakref.WeakKeyDictionary[Any, GrantStore] = weakref.WeakKeyDictionary()
-_STORES_LOCK = threading.Lock()
 _SQL: dict[Any, type[GrantStore]] = {
     SqliteLeaseBackend: SqliteGrantStore,
     AsyncSqliteLeaseBackend: AsyncSqliteGrantStore,
@@ -446,21 +348,7 @@ _SQL: dict[Any, type[GrantStore]] = {
 }
 
 
-def _unwrapped(saver: Any) -> Any:
-    """The checkpointer a run's saver wraps (run control lends each run a ``RunSaver`` around the agent's)."""
-    while getattr(saver, "inner", None) is not None:
-        saver = saver.inner
-    return saver
-
-
 def grant_store(saver_or_agent: Any) -> GrantStore:
     """The grants kept where ``saver_or_agent`` (a checkpointer, or an agent built with one) keeps its checkpoints;
     one store per checkpointer object."""
-    saver = _unwrapped(getattr(saver_or_agent, "checkpointer", saver_or_agent))
-    with _STORES_LOCK:
-        found = _STORES.get(saver)
-        if found is None:
-            kind = _kind(saver)
-            found = _SQL[kind](saver) if kind is not None else MemoryGrantStore(saver)
-            _STORES[saver] = found
-        return found
+    return store_for(getattr(saver_or_agent, "checkpointer", saver_or_agent), _STORES, _SQL, MemoryGrantStore)

@@ -20,31 +20,27 @@ from __future__ import annotations
 import threading
 import time
 import weakref
-from collections.abc import Callable, Generator
-from dataclasses import dataclass
-from functools import partial
+from collections.abc import Generator
 from typing import Any, cast
 
-from middleware_kit._engine import drive
 from middleware_kit.ledger.records import Answer, CallKey, Entry, ModelCallKey
 from middleware_kit.run_control.errors import RunControlConfigError
 from middleware_kit.run_control.lease import (
-    _PG_ASYNC,
-    _PG_SYNC,
-    POSTGRES,
-    SQLITE,
     AsyncPostgresLeaseBackend,
     AsyncSqliteLeaseBackend,
     PostgresLeaseBackend,
     SqliteLeaseBackend,
     _Dialect,
-    _executed,
-    _kind,
-    _Op,
-    _within,
-    asqlite_setup,
-    pg_setup,
-    sqlite_setup,
+)
+from middleware_kit.run_control.tables import (
+    AsyncPostgresTables,
+    AsyncSqliteTables,
+    Batch,
+    PostgresTables,
+    Rows,
+    SqliteTables,
+    Tables,
+    store_for,
 )
 
 __all__ = [
@@ -59,8 +55,6 @@ __all__ = [
 
 TABLE = "middleware_kit_tool_calls"
 ANSWERS = "middleware_kit_model_calls"
-Stmt = tuple[str, tuple[Any, ...]]
-Rows = list[list[tuple[Any, ...]]]
 
 
 def _ddl(d: _Dialect) -> list[str]:
@@ -213,15 +207,7 @@ class MemoryLedgerStore(LedgerStore):
             return [(k, a) for k, a in self._answers.items() if k.thread_id == thread_id]
 
 
-# -- SQL: each operation once, as a flow of batches --------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class Batch:
-    """Statements run together (in one transaction when they write); the flow receives their rows."""
-
-    stmts: tuple[Stmt, ...]
-    write: bool = True
-
-
+# -- SQL: each operation once, as a flow of batches (run by run_control.tables) -----------------------------------
 _KEY = "thread_id = ? AND checkpoint_ns = ? AND call_id = ?"
 _COLUMNS = "status, tool, attempt, result_type, result, started_at"
 
@@ -308,31 +294,18 @@ def _answers_flow(d: _Dialect, thread_id: str) -> Generator[Batch, Rows, list[tu
     return [(ModelCallKey(thread_id, str(r[0]), str(r[1]), int(r[2])), _answer(r[3:])) for r in rows[-1]]
 
 
-class _SqlStore(LedgerStore):
-    """The flows above over ``_run`` (sync) and ``_arun`` (async); a backend supplies the one(s) of its mode."""
+class _SqlStore(Tables, LedgerStore):
+    """The flows above over ``_run`` (sync) and ``_arun`` (async); a backend mixin
+    (:mod:`~middleware_kit.run_control.tables`) supplies the one(s) of its mode."""
 
-    dialect: _Dialect
-    lease: type[Any]
-    """The lease backend of the same checkpointer kind (its ``_wrong_mode`` error is reused)."""
+    def _ddl(self) -> list[str]:
+        return _ddl(self.dialect)
 
-    def __init__(self, saver: Any) -> None:
-        super().__init__(saver)
-        self._ready = False
-
-    def _run(self, batch: Batch) -> Rows:
-        raise self._wrong_mode("invoke/stream", "ainvoke/astream")
-
-    async def _arun(self, batch: Batch) -> Rows:
-        return self._run(batch)
+    def _mode_error(self) -> Exception:
+        return self._wrong_mode("invoke/stream", "ainvoke/astream")
 
     def _wrong_mode(self, used: str, use: str) -> RunControlConfigError:
         return cast(RunControlConfigError, self.lease._wrong_mode(cast(Any, self), used, use))
-
-    def _sync(self, flow: Callable[..., Generator[Batch, Rows, Any]], *args: Any) -> Any:
-        return drive.run_sync(flow(self.dialect, *args), self._run)
-
-    async def _async(self, flow: Callable[..., Generator[Batch, Rows, Any]], *args: Any) -> Any:
-        return await drive.run_async(flow(self.dialect, *args), self._arun)
 
     def claim(self, key: CallKey, tool: str) -> Entry | None:
         return cast("Entry | None", self._sync(_claim_flow, key, tool))
@@ -389,105 +362,24 @@ class _SqlStore(LedgerStore):
         return cast("list[tuple[ModelCallKey, Answer]]", await self._async(_answers_flow, thread_id))
 
 
-class SqliteLedgerStore(_SqlStore):
+class SqliteLedgerStore(SqliteTables, _SqlStore):
     """A table in the ``SqliteSaver``'s file, on its connection and under its lock."""
 
-    dialect = SQLITE
-    lease = SqliteLeaseBackend
 
-    def _run(self, batch: Batch) -> Rows:
-        conn = self.saver.conn
-        with self.saver.lock:
-            sqlite_setup(self, conn, _ddl(self.dialect))
-            if not batch.write:
-                return [conn.execute(sql, args).fetchall() for sql, args in batch.stmts]
-            if conn.in_transaction:  # a checkpoint write interrupted before its commit: finish it, as its next would
-                conn.commit()
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                out = [conn.execute(sql, args).fetchall() for sql, args in batch.stmts]
-            except BaseException:
-                conn.rollback()
-                raise
-            conn.commit()
-            return out
-
-
-class AsyncSqliteLedgerStore(_SqlStore):
+class AsyncSqliteLedgerStore(AsyncSqliteTables, _SqlStore):
     """A table in the ``AsyncSqliteSaver``'s file, on its ``aiosqlite`` connection and under its lock."""
 
-    dialect = SQLITE
-    lease = AsyncSqliteLeaseBackend
 
-    async def _arun(self, batch: Batch) -> Rows:
-        conn = self.saver.conn
-        async with self.saver.lock:
-            await asqlite_setup(self, conn, _ddl(self.dialect))
-            if batch.write:
-                await AsyncSqliteLeaseBackend._begin(conn)
-            try:
-                out = []
-                for sql, args in batch.stmts:
-                    cursor = await conn.execute(sql, args)
-                    out.append(list(await cursor.fetchall()))
-            except BaseException:
-                if batch.write:
-                    await conn.rollback()
-                raise
-            if batch.write:
-                await conn.commit()
-            return out
-
-
-def _pg_body(store: Any, batch: Batch) -> Generator[_Op, Any, Rows]:
-    """``_run``/``_arun`` of the PostgreSQL stores, written once: the table on first use (a concurrent ``CREATE`` in
-    another worker is retried), then the batch (autocommit: each statement one round trip)."""
-    return (yield from _within(store._conn(), partial(_pg_on_connection, store, batch)))
-
-
-def _pg_on_connection(store: Any, batch: Batch, conn: Any) -> Generator[_Op, Any, Rows]:
-    from psycopg.rows import tuple_row
-
-    yield from pg_setup(store, conn, _ddl(store.dialect))
-
-    def on_cursor(_: Any) -> Generator[_Op, Any, Rows]:
-        return (yield from _within(conn.cursor(row_factory=tuple_row),
-                                   lambda cur: _executed(cur, batch.stmts, rows=True)))
-
-    if batch.write and len(batch.stmts) > 1:  # one statement is atomic by itself (autocommit: one round trip)
-        return (yield from _within(conn.transaction(), on_cursor))
-    return (yield from on_cursor(None))
-
-
-class PostgresLedgerStore(_SqlStore):
+class PostgresLedgerStore(PostgresTables, _SqlStore):
     """A table in the ``PostgresSaver``'s database, on its connection (or pool) and under its lock."""
 
-    dialect = POSTGRES
-    lease = PostgresLeaseBackend
 
-    def _conn(self) -> Any:
-        return PostgresLeaseBackend._conn(cast(Any, self))
-
-    def _run(self, batch: Batch) -> Rows:
-        return drive.run_sync(_pg_body(self, batch), _PG_SYNC)
-
-
-class AsyncPostgresLedgerStore(_SqlStore):
+class AsyncPostgresLedgerStore(AsyncPostgresTables, _SqlStore):
     """A table in the ``AsyncPostgresSaver``'s database, on its connection (or pool) and under its lock."""
-
-    dialect = POSTGRES
-    lease = AsyncPostgresLeaseBackend
-
-    def _conn(self) -> Any:
-        return AsyncPostgresLeaseBackend._conn(cast(Any, self))
-
-    async def _arun(self, batch: Batch) -> Rows:
-        return await drive.run_async(_pg_body(self, batch), _PG_ASYNC)
 
 
 _STORES: weakref.WeakKeyDictionary[Any, LedgerStore] = weakref.WeakKeyDictionary()
-_STORES_LOCK = threading.Lock()
-_SQL = {
+_SQL: dict[type[Any], type[LedgerStore]] = {
     SqliteLeaseBackend: SqliteLedgerStore,
     AsyncSqliteLeaseBackend: AsyncSqliteLedgerStore,
     PostgresLeaseBackend: PostgresLedgerStore,
@@ -495,20 +387,8 @@ _SQL = {
 }
 
 
-def unwrapped(saver: Any) -> Any:
-    """The checkpointer a run's saver wraps (run control lends each run a ``RunSaver`` around the agent's)."""
-    while getattr(saver, "inner", None) is not None:
-        saver = saver.inner
-    return saver
-
-
 def ledger_store(saver: Any) -> LedgerStore:
     """The ledger store living where ``saver`` keeps its checkpoints (one per checkpointer object)."""
-    saver = unwrapped(saver)
-    with _STORES_LOCK:
-        found = _STORES.get(saver)
-        if found is None:
-            lease = _kind(saver)
-            found = _SQL[cast(Any, lease)](saver) if lease is not None else MemoryLedgerStore(saver)
-            _STORES[saver] = found
-        return found
+    return store_for(saver, _STORES, _SQL, MemoryLedgerStore)
+
+
