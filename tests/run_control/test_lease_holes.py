@@ -81,13 +81,13 @@ def stalling_tool(ledger: Ledger, stall: float) -> StructuredTool:
 
 
 async def test_a_run_whose_lease_was_taken_over_writes_nothing_after_it_lost_the_lease(tmp_path: Path) -> None:
-    """Run A (ainvoke) blocks its event loop inside a tool for 10 s, so its heartbeat stalls past the 4 s ttl; run
+    """Run A (ainvoke) blocks its event loop inside a tool for 10 s, so its heartbeat stalls past the 6 s ttl; run
     B (another saver on the same SQLite file, as another process has) waits for the lease, takes the thread over
     and finishes the turn. When A's tool returns, A writes nothing: the thread holds B's turn only, A's caller gets
     LeaseLostError. (The ttl leaves B's own heartbeat ample room on a loaded machine; the stall is well past it.)"""
     path = str(tmp_path / "fence.sqlite")
     ledger = Ledger()
-    control = RunControl(ttl=4.0, poll_interval=0.05, on_conflict="wait", wait_timeout=60)
+    control = RunControl(ttl=6.0, poll_interval=0.05, on_conflict="wait", wait_timeout=60)
     tool = stalling_tool(ledger, stall=10.0)
     finished: dict[str, Any] = {}
 
