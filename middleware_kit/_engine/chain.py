@@ -23,13 +23,11 @@ handler's frame?), on the error path only: the happy path costs nothing but the 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from contextlib import suppress
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from functools import partial
 from types import CodeType
-from typing import Any, Generic, TypeVar
-from weakref import WeakKeyDictionary
+from typing import Any, Generic, TypeVar, cast
 
 from langchain_core.messages import AIMessage, ToolMessage
 from langgraph.errors import GraphBubbleUp
@@ -261,7 +259,8 @@ def _body_build(nxt: Any, depth: int, *, body: Callable[[Any, Any, int], Steps[A
         return run(body(request, nxt, depth))
 
     if (code := _code_of(body)) is not None:
-        _RUNS_CODE[layer] = code  # under ainvoke ``layer`` returns a coroutine: only the body's frame is in a traceback
+        layer._runs_code = code  # type: ignore[attr-defined]  # under ainvoke ``layer`` returns a coroutine: only
+        # the body's frame is in a traceback
     return layer
 
 
@@ -288,16 +287,12 @@ def _layer_failed(exc: BaseException, depth: int, owner: str, hook: str, below: 
         note_hook_failure(exc, owner, hook)
 
 
-_RUNS_CODE: WeakKeyDictionary[Callable[..., Any], CodeType] = WeakKeyDictionary()
-"""Handlers whose own frame is not in a traceback of what they run (they return an awaitable), and the code whose
-frame is."""
-
-
 def _code_of(handler: Any) -> CodeType | None:
-    """The code a call of ``handler`` runs (a function, a bound method or a partial of one), or None."""
-    with suppress(TypeError):  # not hashable or not weakly referable: not in the registry
-        if (code := _RUNS_CODE.get(handler)) is not None:
-            return code
+    """The code a call of ``handler`` runs (a function, a bound method or a partial of one), or None. A handler whose
+    own frame is not in a traceback of what it runs (it returns an awaitable) carries the code whose frame is, as
+    ``_runs_code``."""
+    if (code := getattr(handler, "_runs_code", None)) is not None:
+        return cast(CodeType, code)
     while isinstance(handler, partial):
         handler = handler.func
     code = getattr(getattr(handler, "__func__", handler), "__code__", None)

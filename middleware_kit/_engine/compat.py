@@ -64,9 +64,30 @@ SUPPORTED_LANGGRAPH = (">=1.0", "<1.3")
 """The langgraph versions this module is written (and tested) against."""
 
 
-def node_runnable(func: Callable[..., Any], afunc: Callable[..., Any], name: str) -> Any:
-    """A graph node from a sync and an async function, without a tracing span of its own (as LangGraph's nodes)."""
-    return RunnableCallable(func, afunc, name=name, trace=False)
+class _NodeCall:
+    """A node's function as LangGraph calls it (``state``, ``runtime``), held by an object: LangGraph searches a
+    plain function's closure and bytecode for a subgraph at every build; a node of hooks never is one."""
+
+    __slots__ = ("fn",)
+
+    def __init__(self, fn: Callable[[Any, Any], Any]) -> None:
+        self.fn = fn
+
+    def __call__(self, state: Any, runtime: Runtime[Any]) -> Any:
+        __tracebackhide__ = True
+        return self.fn(state, runtime)
+
+
+class _ANodeCall(_NodeCall):
+    async def __call__(self, state: Any, runtime: Runtime[Any]) -> Any:
+        __tracebackhide__ = True
+        return await self.fn(state, runtime)
+
+
+def node_runnable(func: Callable[[Any, Any], Any], afunc: Callable[[Any, Any], Any], name: str) -> Any:
+    """A graph node from a sync and an async function of ``(state, runtime)``, without a tracing span of its own (as
+    LangGraph's nodes), and without LangGraph's subgraph search (:class:`_NodeCall`)."""
+    return RunnableCallable(_NodeCall(func), _ANodeCall(afunc), name=name, trace=False)
 
 
 def update_pairs(command: Command[Any]) -> Sequence[tuple[str, Any]]:
