@@ -82,8 +82,9 @@ def stalling_tool(ledger: Ledger, stall: float) -> StructuredTool:
 
 async def test_a_run_whose_lease_was_taken_over_writes_nothing_after_it_lost_the_lease(tmp_path: Path) -> None:
     """Run A (ainvoke) blocks its event loop inside a tool for 10 s, so its heartbeat stalls past the 6 s ttl; run
-    B (another saver on the same SQLite file, as another process has) waits for the lease, takes the thread over
-    and finishes the turn. When A's tool returns, A writes nothing: the thread holds B's turn only, A's caller gets
+    B (another saver on the same SQLite file, as another process has) waits for the lease, takes the thread over,
+    finds A's call in doubt (the call ledger), retries it and finishes the turn. When A's tool returns, A writes
+    nothing: the thread holds B's turn only, A's caller gets
     LeaseLostError. (The ttl leaves B's own heartbeat ample room on a loaded machine; the stall is well past it.)"""
     path = str(tmp_path / "fence.sqlite")
     ledger = Ledger()
@@ -98,7 +99,11 @@ async def test_a_run_whose_lease_was_taken_over_writes_nothing_after_it_lost_the
         try:
             b = create_agent(ScriptedChatModel(default=work_reply), [tool], checkpointer=SqliteSaver(conn),
                              run_control=control)
-            finished.update(b.invoke(None, cfg("t")))  # run the thread on from its last checkpoint
+            out = b.invoke(None, cfg("t"))  # run the thread on from its last checkpoint
+            for pending in out.get("__interrupt__", ()):  # A's call is in doubt (started, no result): B retries it
+                assert pending.value["type"] == "tool_call_in_doubt", pending.value
+                out = b.invoke(Command(resume={pending.id: {"type": "retry"}}), cfg("t"))
+            finished.update(out)
         except Exception as exc:  # reported by the assertion below, with its cause
             finished["error"] = exc
         finally:
@@ -109,7 +114,9 @@ async def test_a_run_whose_lease_was_taken_over_writes_nothing_after_it_lost_the
         other = threading.Thread(target=run_b)
         other.start()
         with pytest.raises(LeaseLostError) as info:
-            await a.ainvoke({"messages": [HumanMessage("go")]}, cfg("t"))
+            # durability="sync": no checkpoint write of A's is left mid-transaction, holding SQLite's write lock B
+            # needs, while A's tool blocks the event loop that write's commit would run on
+            await a.ainvoke({"messages": [HumanMessage("go")]}, cfg("t"), durability="sync")
         await asyncio.to_thread(other.join, 30)
         state = await a.aget_state(cfg("t"))
     assert info.value.thread_id == "t" and info.value.middleware == "RunControl" and info.value.hook == "lease"
