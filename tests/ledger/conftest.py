@@ -1,5 +1,62 @@
-"""Fixtures of the ledger tests: the PostgreSQL server of ``tests/integration`` (re-exported, not copied)."""
+"""Fixtures of the ledger tests: the PostgreSQL server of ``tests/integration`` (re-exported, not copied), and the
+database the crash matrices' workers share (``database``: SQLite or PostgreSQL, with the ``effects`` table their tools
+commit each effect to)."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
 
 from tests.integration.conftest import postgres_dsn
 
-__all__ = ["postgres_dsn"]
+__all__ = ["Database", "database", "postgres_dsn"]
+
+
+class Database:
+    """Where the workers point, and the effects their tools committed."""
+
+    def __init__(self, kind: str, target: str) -> None:
+        self.kind, self.target = kind, target
+
+    def effects(self, tool: str, ref: str) -> list[str]:
+        """The idempotency keys ``tool`` ran its effect under for ``ref``."""
+        if self.kind == "sqlite":
+            with sqlite3.connect(self.target + ".effects", timeout=60) as conn:
+                rows = conn.execute("SELECT key FROM effects WHERE tool = ? AND ref = ?", (tool, ref)).fetchall()
+        else:
+            import psycopg
+
+            with psycopg.connect(self.target, autocommit=True) as pg:
+                rows = pg.execute("SELECT key FROM effects WHERE tool = %s AND ref = %s", (tool, ref)).fetchall()
+        return [str(r[0]) for r in rows]
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Database]:
+    if request.param == "sqlite":
+        target = str(tmp_path / "agent.sqlite")
+        from langgraph.checkpoint.sqlite import SqliteSaver
+
+        conn = sqlite3.connect(target, check_same_thread=False)
+        SqliteSaver(conn).setup()
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.commit()
+        conn.close()
+        with sqlite3.connect(target + ".effects") as effects:
+            effects.execute("CREATE TABLE effects (tool TEXT NOT NULL, ref TEXT NOT NULL, key TEXT NOT NULL)")
+        yield Database("sqlite", target)
+        return
+    dsn: str = request.getfixturevalue("postgres_dsn")
+    from langgraph.checkpoint.postgres import PostgresSaver
+
+    with PostgresSaver.from_conn_string(dsn) as saver:
+        saver.setup()
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as pg:
+        pg.execute("DROP TABLE IF EXISTS effects")
+        pg.execute("CREATE TABLE effects (tool text NOT NULL, ref text NOT NULL, key text NOT NULL)")
+    yield Database("postgres", dsn)

@@ -20,7 +20,6 @@ import os
 import signal
 import sqlite3
 import sys
-import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -37,6 +36,7 @@ from middleware_kit.middlewares import human_in_the_loop
 from middleware_kit.middlewares.human_in_the_loop import HumanInTheLoopMiddleware
 from middleware_kit.run_control import RunControl
 from middleware_kit.testing import ScriptedChatModel, tool_call
+from tests.ledger.crash_worker import effects  # the tool-call matrix's worker: one effects table for both
 
 KILL_POINTS = {
     "before_interrupt_saved": "review: interrupt raised, before it is saved",
@@ -98,28 +98,6 @@ def inject_kills() -> None:
             setattr(cls, name, patched)
 
 
-def effects(kind: str, target: str) -> Callable[[str, str], None]:
-    """``record(ref, key)``: one committed row in ``effects``."""
-    lock = threading.Lock()
-    if kind == "sqlite":
-        conn = sqlite3.connect(target + ".effects", timeout=60, check_same_thread=False, isolation_level=None)
-
-        def record_sqlite(ref: str, key: str) -> None:
-            with lock:
-                conn.execute("INSERT INTO effects (ref, key) VALUES (?, ?)", (ref, key))
-
-        return record_sqlite
-    import psycopg
-
-    pg = psycopg.connect(target, autocommit=True)
-
-    def record_pg(ref: str, key: str) -> None:
-        with lock:
-            pg.execute("INSERT INTO effects (ref, key) VALUES (%s, %s)", (ref, key))
-
-    return record_pg
-
-
 def model_reply(messages: list[BaseMessage]) -> AIMessage:
     last = messages[-1]
     if isinstance(last, ToolMessage):
@@ -128,13 +106,13 @@ def model_reply(messages: list[BaseMessage]) -> AIMessage:
     return AIMessage("", tool_calls=[tool_call("pay", {"ref": thread, "amount": 10}, id=f"pay-{thread}")])
 
 
-def make_agent(saver: Any, record: Callable[[str, str], None]) -> Any:
+def make_agent(saver: Any, record: Callable[[str, str, str], None]) -> Any:
     @tool
     def pay(ref: str, amount: int) -> str:
         """Pay (an effect that must happen at most once)."""
         if KILL["point"] == "inside_tool":
             die()
-        record(ref, current_idempotency_key() or "")
+        record("pay", ref, current_idempotency_key() or "")
         if KILL["point"] == "after_effect":
             die()
         return f"paid {amount} for {ref}"

@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import os
 import signal
-import sqlite3
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -26,6 +24,7 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from tests.helpers import WorkerProcess
+from tests.ledger.conftest import Database
 from tests.ledger.review_crash_worker import KILL_POINTS
 from tests.run_control.helpers import assert_paired
 
@@ -36,51 +35,6 @@ IN_DOUBT = {"inside_tool", "after_effect"}
 """Kill points after which ``pay`` is in doubt (started, no result)."""
 
 pytestmark = pytest.mark.timeout(300)
-
-
-class Database:
-    def __init__(self, kind: str, target: str) -> None:
-        self.kind, self.target = kind, target
-
-    def effects(self, ref: str) -> list[str]:
-        """The idempotency keys ``pay`` ran its effect under for ``ref``."""
-        if self.kind == "sqlite":
-            with sqlite3.connect(self.target + ".effects", timeout=60) as conn:
-                rows = conn.execute("SELECT key FROM effects WHERE ref = ?", (ref,)).fetchall()
-        else:
-            import psycopg
-
-            with psycopg.connect(self.target, autocommit=True) as pg:
-                rows = pg.execute("SELECT key FROM effects WHERE ref = %s", (ref,)).fetchall()
-        return [str(r[0]) for r in rows]
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Database]:
-    if request.param == "sqlite":
-        from langgraph.checkpoint.sqlite import SqliteSaver
-
-        target = str(tmp_path / "agent.sqlite")
-        conn = sqlite3.connect(target, check_same_thread=False)
-        SqliteSaver(conn).setup()
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.commit()
-        conn.close()
-        with sqlite3.connect(target + ".effects") as effects:
-            effects.execute("CREATE TABLE effects (ref TEXT NOT NULL, key TEXT NOT NULL)")
-        yield Database("sqlite", target)
-        return
-    dsn: str = request.getfixturevalue("postgres_dsn")
-    from langgraph.checkpoint.postgres import PostgresSaver
-
-    with PostgresSaver.from_conn_string(dsn) as saver:
-        saver.setup()
-    import psycopg
-
-    with psycopg.connect(dsn, autocommit=True) as pg:
-        pg.execute("DROP TABLE IF EXISTS effects")
-        pg.execute("CREATE TABLE effects (ref text NOT NULL, key text NOT NULL)")
-    yield Database("postgres", dsn)
 
 
 def approve(reviewer: str) -> dict[str, Any]:
@@ -114,7 +68,7 @@ def reply_to(db: Database, interrupt: dict[str, Any]) -> dict[str, Any]:
         return approve("second-reviewer")
     assert value["type"] == "tool_call_in_doubt"
     ref = value["tool_call"]["args"]["ref"]
-    if value["idempotency_key"] in db.effects(ref):
+    if value["idempotency_key"] in db.effects("pay", ref):
         return {"type": "done", "result": f"paid 10 for {ref}"}
     return {"type": "retry"}
 
@@ -140,7 +94,7 @@ def continue_all(db: Database, mode: str, threads: dict[str, str]) -> list[dict[
 def check(db: Database, thread: str, point: str, asked: list[str], final: dict[str, Any]) -> dict[str, Any]:
     """The invariants of one kill point; the row of the matrix."""
     call_id = f"pay-{thread}"
-    effects = db.effects(thread)
+    effects = db.effects("pay", thread)
     assert len(effects) == 1, (point, effects)  # at most once, and here exactly once
     assert ("in doubt" in asked) == (point in IN_DOUBT), (point, asked)
     assert asked.count("review") <= 1, (point, asked)
