@@ -140,43 +140,45 @@ def effects(kind: str, target: str) -> Callable[[str, str, str], None]:
     return record_pg
 
 
-def inject_kills() -> None:
-    """The kill points the ledger's own steps mark: around its ``claim`` (start) and ``finish`` writes of ``pay``."""
+def patch_ledger(name: str, *, before: Callable[..., None] | None = None,
+                 after: Callable[[Any], None] | None = None) -> None:
+    """Wrap the ledger stores' ``name`` and ``a{name}`` writes (every SQL kind): ``before(key, *args)`` runs before
+    the write, ``after(key)`` after it: where a worker may die."""
     for cls in (ledger_stores.SqliteLedgerStore, ledger_stores.AsyncSqliteLedgerStore,
                 ledger_stores.PostgresLedgerStore, ledger_stores.AsyncPostgresLedgerStore):
-        claim, aclaim, finish, afinish = cls.claim, cls.aclaim, cls.finish, cls.afinish
+        sync_write, async_write = getattr(cls, name), getattr(cls, f"a{name}")
 
-        def k_claim(self: Any, key: Any, tool: str, _claim: Any = claim) -> Any:
-            if tool == "pay" and KILL["point"] == "before_start":
-                die()
-            return _claim(self, key, tool)
+        def write(self: Any, key: Any, *args: Any, _write: Any = sync_write) -> Any:
+            if before is not None:
+                before(key, *args)
+            out = _write(self, key, *args)
+            if after is not None:
+                after(key)
+            return out
 
-        async def k_aclaim(self: Any, key: Any, tool: str, _aclaim: Any = aclaim) -> Any:
-            if tool == "pay" and KILL["point"] == "before_start":
-                die()
-            return await _aclaim(self, key, tool)
+        async def awrite(self: Any, key: Any, *args: Any, _awrite: Any = async_write) -> Any:
+            if before is not None:
+                before(key, *args)
+            out = await _awrite(self, key, *args)
+            if after is not None:
+                after(key)
+            return out
 
-        def k_finish(self: Any, key: Any, *args: Any, _finish: Any = finish) -> None:
-            _finish(self, key, *args)
-            finished(key.call_id)
+        setattr(cls, name, write)
+        setattr(cls, f"a{name}", awrite)
 
-        async def k_afinish(self: Any, key: Any, *args: Any, _afinish: Any = afinish) -> None:
-            await _afinish(self, key, *args)
-            finished(key.call_id)
 
-        record_answer, arecord_answer = cls.record_answer, cls.arecord_answer
+def die_at(point: str) -> None:
+    if KILL["point"] == point:
+        die()
 
-        def k_record_answer(self: Any, key: Any, *args: Any, _record: Any = record_answer) -> None:
-            _record(self, key, *args)
-            answer_recorded(key.site)
 
-        async def k_arecord_answer(self: Any, key: Any, *args: Any, _arecord: Any = arecord_answer) -> None:
-            await _arecord(self, key, *args)
-            answer_recorded(key.site)
-
-        for name, patched in (("claim", k_claim), ("aclaim", k_aclaim), ("finish", k_finish), ("afinish", k_afinish),
-                              ("record_answer", k_record_answer), ("arecord_answer", k_arecord_answer)):
-            setattr(cls, name, patched)
+def inject_kills() -> None:
+    """The kill points the ledger's own steps mark: around its ``claim`` (start) and ``finish`` writes of ``pay``,
+    and after a middleware's model answer is recorded."""
+    patch_ledger("claim", before=lambda key, tool: die_at("before_start") if tool == "pay" else None)
+    patch_ledger("finish", after=lambda key: finished(key.call_id))
+    patch_ledger("record_answer", after=lambda key: answer_recorded(key.site))
 
 
 def answer_recorded(site: str) -> None:

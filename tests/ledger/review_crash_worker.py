@@ -31,12 +31,11 @@ from langgraph.types import interrupt as langgraph_interrupt
 
 from middleware_kit import create_agent
 from middleware_kit.ledger import current_idempotency_key
-from middleware_kit.ledger import store as ledger_stores
 from middleware_kit.middlewares import human_in_the_loop
 from middleware_kit.middlewares.human_in_the_loop import HumanInTheLoopMiddleware
 from middleware_kit.run_control import RunControl
 from middleware_kit.testing import ScriptedChatModel, tool_call
-from tests.ledger.crash_worker import effects  # the tool-call matrix's worker: one effects table for both
+from tests.ledger.crash_worker import effects, patch_ledger  # the tool-call matrix's worker: shared helpers
 
 KILL_POINTS = {
     "before_interrupt_saved": "review: interrupt raised, before it is saved",
@@ -70,32 +69,9 @@ def killing_interrupt(value: Any, response_schema: Any = None) -> Any:
 
 def inject_kills() -> None:
     human_in_the_loop.interrupt = killing_interrupt  # type: ignore[attr-defined]
-    for cls in (ledger_stores.SqliteLedgerStore, ledger_stores.AsyncSqliteLedgerStore,
-                ledger_stores.PostgresLedgerStore, ledger_stores.AsyncPostgresLedgerStore):
-        claim, aclaim, finish, afinish = cls.claim, cls.aclaim, cls.finish, cls.afinish
-
-        def k_claim(self: Any, key: Any, name: str, _claim: Any = claim) -> Any:
-            if name == "pay" and KILL["point"] == "before_tool_start":
-                die()
-            return _claim(self, key, name)
-
-        async def k_aclaim(self: Any, key: Any, name: str, _aclaim: Any = aclaim) -> Any:
-            if name == "pay" and KILL["point"] == "before_tool_start":
-                die()
-            return await _aclaim(self, key, name)
-
-        def k_finish(self: Any, key: Any, *args: Any, _finish: Any = finish) -> None:
-            _finish(self, key, *args)
-            if KILL["point"] == "after_finish":
-                die()
-
-        async def k_afinish(self: Any, key: Any, *args: Any, _afinish: Any = afinish) -> None:
-            await _afinish(self, key, *args)
-            if KILL["point"] == "after_finish":
-                die()
-
-        for name, patched in (("claim", k_claim), ("aclaim", k_aclaim), ("finish", k_finish), ("afinish", k_afinish)):
-            setattr(cls, name, patched)
+    patch_ledger("claim", before=lambda key, name: die() if name == "pay" and KILL["point"] == "before_tool_start"
+                 else None)
+    patch_ledger("finish", after=lambda key: die() if KILL["point"] == "after_finish" else None)
 
 
 def model_reply(messages: list[BaseMessage]) -> AIMessage:
