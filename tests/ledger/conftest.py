@@ -4,15 +4,17 @@ commit each effect to)."""
 
 from __future__ import annotations
 
+import signal
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.helpers import WorkerProcess
 from tests.integration.conftest import postgres_dsn
 
-__all__ = ["Database", "database", "postgres_dsn"]
+__all__ = ["Database", "database", "expect_killed", "postgres_dsn"]
 
 
 class Database:
@@ -60,3 +62,11 @@ def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Databas
         pg.execute("DROP TABLE IF EXISTS effects")
         pg.execute("CREATE TABLE effects (tool text NOT NULL, ref text NOT NULL, key text NOT NULL)")
     yield Database("postgres", dsn)
+
+
+def expect_killed(worker: WorkerProcess, thread: str) -> int:
+    """Wait for ``worker`` (told to die at a kill point) and check it died by SIGKILL; its exit status."""
+    status = worker.proc.wait(timeout=120)
+    assert worker.proc.stderr is not None
+    assert status == -signal.SIGKILL, f"{thread} exited {status}: {worker.proc.stderr.read()[-3000:]}"
+    return status

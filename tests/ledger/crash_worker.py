@@ -311,16 +311,31 @@ def all_agents(saver: Any, record: Callable[[str, str, str], None]) -> dict[tupl
             for review, models in ((False, False), (True, False), (False, True))}
 
 
-def serve_sync(kind: str, target: str) -> None:
+def sync_saver(kind: str, target: str) -> tuple[Any, Any]:
+    """The worker's checkpointer on the shared database (and the context manager holding its connection, or None)."""
     if kind == "sqlite":
         from langgraph.checkpoint.sqlite import SqliteSaver
 
-        saver: Any = SqliteSaver(sqlite3.connect(target, timeout=60, check_same_thread=False))
-    else:
-        from langgraph.checkpoint.postgres import PostgresSaver
+        return SqliteSaver(sqlite3.connect(target, timeout=60, check_same_thread=False)), None
+    from langgraph.checkpoint.postgres import PostgresSaver
 
-        manager = PostgresSaver.from_conn_string(target)  # kept: its connection closes when it is collected
-        saver = manager.__enter__()
+    manager = PostgresSaver.from_conn_string(target)
+    return manager.__enter__(), manager
+
+
+def async_saver(kind: str, target: str) -> Any:
+    """The worker's async checkpointer on the shared database, as a context manager."""
+    if kind == "sqlite":
+        from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+        return AsyncSqliteSaver.from_conn_string(target)
+    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+
+    return AsyncPostgresSaver.from_conn_string(target)
+
+
+def serve_sync(kind: str, target: str) -> None:
+    saver, _manager = sync_saver(kind, target)  # the manager kept: its connection closes when it is collected
     record = effects(kind, target)
     agents = all_agents(saver, record)
     print(json.dumps({"ready": os.getpid()}), flush=True)
@@ -332,15 +347,7 @@ def serve_sync(kind: str, target: str) -> None:
 
 
 async def serve_async(kind: str, target: str) -> None:
-    if kind == "sqlite":
-        from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
-
-        manager: Any = AsyncSqliteSaver.from_conn_string(target)
-    else:
-        from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
-
-        manager = AsyncPostgresSaver.from_conn_string(target)
-    async with manager as saver:
+    async with async_saver(kind, target) as saver:
         record = effects(kind, target)
         agents = all_agents(saver, record)
         print(json.dumps({"ready": os.getpid()}), flush=True)

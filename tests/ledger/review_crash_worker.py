@@ -18,7 +18,6 @@ import asyncio
 import json
 import os
 import signal
-import sqlite3
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -35,7 +34,12 @@ from middleware_kit.middlewares import human_in_the_loop
 from middleware_kit.middlewares.human_in_the_loop import HumanInTheLoopMiddleware
 from middleware_kit.run_control import RunControl
 from middleware_kit.testing import ScriptedChatModel, tool_call
-from tests.ledger.crash_worker import effects, patch_ledger  # the tool-call matrix's worker: shared helpers
+from tests.ledger.crash_worker import (  # the tool-call matrix's worker: shared helpers
+    async_saver,
+    effects,
+    patch_ledger,
+    sync_saver,
+)
 
 KILL_POINTS = {
     "before_interrupt_saved": "review: interrupt raised, before it is saved",
@@ -120,15 +124,7 @@ def answer(out: dict[str, Any], review: Any) -> dict[str, Any]:
 
 
 def serve_sync(kind: str, target: str) -> None:
-    if kind == "sqlite":
-        from langgraph.checkpoint.sqlite import SqliteSaver
-
-        saver: Any = SqliteSaver(sqlite3.connect(target, timeout=60, check_same_thread=False))
-    else:
-        from langgraph.checkpoint.postgres import PostgresSaver
-
-        manager = PostgresSaver.from_conn_string(target)  # kept: its connection closes when it is collected
-        saver = manager.__enter__()
+    saver, _manager = sync_saver(kind, target)  # the manager kept: its connection closes when it is collected
     agent = make_agent(saver, effects(kind, target))
     print(json.dumps({"ready": os.getpid()}), flush=True)
     for line in sys.stdin:
@@ -140,15 +136,7 @@ def serve_sync(kind: str, target: str) -> None:
 
 
 async def serve_async(kind: str, target: str) -> None:
-    if kind == "sqlite":
-        from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
-
-        manager: Any = AsyncSqliteSaver.from_conn_string(target)
-    else:
-        from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
-
-        manager = AsyncPostgresSaver.from_conn_string(target)
-    async with manager as saver:
+    async with async_saver(kind, target) as saver:
         agent = make_agent(saver, effects(kind, target))
         print(json.dumps({"ready": os.getpid()}), flush=True)
         while line := await asyncio.to_thread(sys.stdin.readline):

@@ -33,7 +33,7 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from tests.helpers import WorkerProcess
-from tests.ledger.conftest import Database
+from tests.ledger.conftest import Database, expect_killed
 from tests.ledger.crash_worker import KILL_POINTS, MODEL_KILL_POINTS
 from tests.run_control.helpers import APPROVE, assert_paired
 
@@ -61,10 +61,7 @@ def crash(db: Database, mode: str, thread: str, point: str) -> int:
             worker.send(op="start", thread=thread, kill=point, models=True)
         else:
             worker.send(op="start", thread=thread, kill=point, parallel=point in PARALLEL)
-        status = worker.proc.wait(timeout=120)
-        assert worker.proc.stderr is not None
-        assert status == -signal.SIGKILL, f"{thread} exited {status}: {worker.proc.stderr.read()[-3000:]}"
-        return status
+        return expect_killed(worker, thread)
     finally:
         worker.close()
 

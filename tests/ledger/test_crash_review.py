@@ -24,7 +24,7 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from tests.helpers import WorkerProcess
-from tests.ledger.conftest import Database
+from tests.ledger.conftest import Database, expect_killed
 from tests.ledger.review_crash_worker import KILL_POINTS
 from tests.run_control.helpers import assert_paired
 
@@ -53,10 +53,7 @@ def crash(db: Database, mode: str, thread: str, point: str) -> int:
             [pending] = paused["interrupts"]
             assert pending["value"]["action_requests"][0]["name"] == "pay"
             worker.send(op="resume", thread=thread, id=pending["id"], decision=approve("first-reviewer"), kill=point)
-        status = worker.proc.wait(timeout=120)
-        assert worker.proc.stderr is not None
-        assert status == -signal.SIGKILL, f"{thread} exited {status}: {worker.proc.stderr.read()[-3000:]}"
-        return status
+        return expect_killed(worker, thread)
     finally:
         worker.close()
 
