@@ -16,7 +16,7 @@ from bench.fixtures import NS
 from bench.flow_micro import flow_verdict, format_flow_micro, run_flow_micro
 from bench.micro import format_micro, run_micro
 from bench.report import format_async, format_checkpoints, format_derived, format_detail, format_main_table
-from bench.subjects import Subject, bare_subject, hand_subject, inline_subject, mk_subject
+from bench.subjects import INLINE_NS, Subject, bare_subject, hand_subject, inline_subject, mk_subject
 from bench.time_to_first_token import format_ttft, run_ttft
 from bench.timing import Settings, measure_sync
 
@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
 
     subjects: list[Subject] = [bare_subject()]
     for ckpt in (False, True):
-        subjects.append(inline_subject(ckpt))
+        subjects.extend(inline_subject(ckpt, n=n) for n in INLINE_NS)
         for n in NS:
             subjects.append(mk_subject(n, ckpt))
             subjects.append(hand_subject(n, ckpt))

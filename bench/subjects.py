@@ -38,6 +38,7 @@ from bench.fixtures import (
 )
 
 __all__ = [
+    "INLINE_NS",
     "Subject",
     "bare_subject",
     "hand_subject",
@@ -312,9 +313,61 @@ def hand_subject(
 
 
 # -- minimal hand-built graph, tools called inline ------------------------------------------------------------
-def build_inline_graph(checkpointer: InMemorySaver | None, *, is_async: bool = False) -> tuple[Any, Callable[[], None]]:
+INLINE_NS = (0, 10)
+"""The N of the hand-built graph with tools inline: the baseline of the per-invoke target (0 and 10 middlewares)."""
+
+
+def _model_node(bound: Any, mws: Sequence[NoopMiddleware]) -> Callable[[HandState, Runtime[Any]], dict[str, Any]]:
+    """The model node of the inline graph: N ``before_model`` in order, the model through N nested
+    ``wrap_model_call`` closures, N ``after_model`` in reverse (none at N=0: just the model)."""
+    befores = tuple(mw.before_model for mw in mws)
+    afters = tuple(mw.after_model for mw in reversed(mws))
+    chain = nest_closures([mw.wrap_model_call for mw in mws], lambda request: bound.invoke(request.messages))
+
+    def model_node(state: HandState, runtime: Runtime[Any]) -> dict[str, Any]:
+        for hook in befores:
+            if (update := hook(state, runtime)) is not None:
+                _hook_returned("before_model", update)
+        message = chain(HandRequest(state["messages"], state, runtime)) if mws else bound.invoke(state["messages"])
+        if afters:
+            after_state = {**state, "messages": [*state["messages"], message]}
+            for hook in afters:
+                if (update := hook(after_state, runtime)) is not None:
+                    _hook_returned("after_model", update)
+        return {"messages": [message]}
+
+    return model_node
+
+
+def _tool_node(mws: Sequence[NoopMiddleware]) -> Callable[[HandState, Runtime[Any]], dict[str, Any]]:
+    """The tool node of the inline graph: each call through N nested ``wrap_tool_call`` closures to the tool,
+    called inline (no ``ToolNode``)."""
+    tools = {add.name: add}
+    chain = nest_closures([mw.wrap_tool_call for mw in mws], lambda request: tools[request.tool_call["name"]].invoke(
+        {**request.tool_call, "type": "tool_call"}))
+
+    def tool_node(state: HandState, runtime: Runtime[Any]) -> dict[str, Any]:
+        calls = state["messages"][-1].tool_calls  # type: ignore[union-attr]
+        return {"messages": [chain(HandToolRequest(call, state, runtime)) for call in calls]}
+
+    return tool_node
+
+
+@dataclass(slots=True)
+class HandToolRequest:
+    """What the inline graph's tool chain receives: one per tool call."""
+
+    tool_call: Any
+    state: Any
+    runtime: Any
+
+
+def build_inline_graph(
+    checkpointer: InMemorySaver | None, *, is_async: bool = False, n: int = 0
+) -> tuple[Any, Callable[[], None]]:
     """The smallest ReAct graph: a model node, a tool node that calls each tool inline (no ``ToolNode``, so no
-    thread pool per invoke), ``tools_condition``. The baseline of the zero-middleware target."""
+    thread pool per invoke), ``tools_condition``; with ``n`` middlewares, their hooks called inline as in
+    :func:`build_hand_graph` (sync only). The baseline of the per-invoke target."""
     model = make_model()
     bound = model.bind_tools([add])
     tools = {add.name: add}
@@ -324,6 +377,8 @@ def build_inline_graph(checkpointer: InMemorySaver | None, *, is_async: bool = F
         return list(state["messages"][-1].tool_calls)  # type: ignore[union-attr]
 
     if is_async:
+        if n:
+            raise TypeError("the async inline graph has no middleware")
 
         async def amodel_node(state: HandState) -> dict[str, Any]:
             return {"messages": [await bound.ainvoke(state["messages"])]}
@@ -334,25 +389,19 @@ def build_inline_graph(checkpointer: InMemorySaver | None, *, is_async: bool = F
         builder.add_node("model", amodel_node)
         builder.add_node("tools", atool_node)
     else:
-
-        def model_node(state: HandState) -> dict[str, Any]:
-            return {"messages": [bound.invoke(state["messages"])]}
-
-        def tool_node(state: HandState) -> dict[str, Any]:
-            return {"messages": [tools[c["name"]].invoke({**c, "type": "tool_call"}) for c in answers(state)]}
-
-        builder.add_node("model", model_node)
-        builder.add_node("tools", tool_node)
+        mws = noops(n)
+        builder.add_node("model", _model_node(bound, mws))
+        builder.add_node("tools", _tool_node(mws))
     builder.add_edge(START, "model")
     builder.add_conditional_edges("model", tools_condition, ["tools", END])
     builder.add_edge("tools", "model")
     return builder.compile(checkpointer=checkpointer), model.reset
 
 
-def inline_subject(checkpointer: bool, *, is_async: bool = False) -> Subject:
+def inline_subject(checkpointer: bool, *, is_async: bool = False, n: int = 0) -> Subject:
     saver = InMemorySaver() if checkpointer else None
-    graph, reset_model = build_inline_graph(saver, is_async=is_async)
-    subject = Subject("inline", 0, checkpointer, saver=saver, reset_model=reset_model, graph=graph)
+    graph, reset_model = build_inline_graph(saver, is_async=is_async, n=n)
+    subject = Subject("inline", n, checkpointer, saver=saver, reset_model=reset_model, graph=graph)
     if is_async:
 
         async def arun(inp: dict[str, Any], cfg: Config) -> Result:

@@ -20,7 +20,7 @@ from typing_extensions import TypeVar
 
 from middleware_kit._engine.compat import StateLike
 from middleware_kit._engine.graph import build_graph
-from middleware_kit._engine.inheritance import Frame, around, callers, own_frame
+from middleware_kit._engine.inheritance import Frame, own_frame
 from middleware_kit._engine.pipeline import Pipeline, build_pipeline
 from middleware_kit._engine.private_state import hide_from_streams
 from middleware_kit._engine.schema import MergedSchema, merge_state_schemas
@@ -275,8 +275,11 @@ def create_agent(
     setup = setup_strategy(strategy)
     pipeline = build_pipeline(middleware, client_tools=client_tools,
                               structured_tools=sorted(setup.tool_names) if setup is not None else ())
+    if control is not None:
+        from middleware_kit.run_control.middleware import without_adjacent_guard
+
+        pipeline = without_adjacent_guard(pipeline)
     own = own_frame(pipeline.middleware, name)  # what runs inside this agent's runs apply (docs/subagents.md)
-    pipeline = around(pipeline, own)  # and what this agent applies of its callers', when it runs inside one
 
     merged = _merged_schema(state_schema, pipeline, name)
 
@@ -293,7 +296,8 @@ def create_agent(
         response_format=strategy,
         context_schema=context_schema,
         agent_name=name,
-        callers=functools.partial(callers, own),  # whose hold-back a nested run's model node also applies
+        inherited=own,  # a nested run applies its callers' inherited policies around its chains (the graph's own
+        # frame is left out of its callers)
     )
     _check_interrupt_nodes(graph.nodes, interrupt_before, interrupt_after)
     the_ledger = _ledger(ledger)

@@ -84,19 +84,23 @@ class CompiledAgent(CompiledStateGraph[Any, ContextT, Any, Any]):
         input, config = enter(self.inherited_frame, input, config)
         return input, config, context
 
+    def _run_args(self, input: Any, config: RunnableConfig | None, context: Any, kwargs: dict[str, Any]) -> Any:
+        """The keyword arguments of LangGraph's ``stream``/``astream`` for a run: :meth:`_entry`'s, then ``kwargs``."""
+        __tracebackhide__ = True
+        input, config, context = self._entry(input, config, context)
+        return {"input": input, "config": config, "context": context, **kwargs}
+
     def stream(
         self, input: Any, config: RunnableConfig | None = None, *, context: Any = None, **kwargs: Any
     ) -> Iterator[Any]:
         __tracebackhide__ = True
-        input, config, context = self._entry(input, config, context)
-        return super().stream(input, config, context=context, **kwargs)
+        return super().stream(**self._run_args(input, config, context, kwargs))
 
     def astream(
         self, input: Any, config: RunnableConfig | None = None, *, context: Any = None, **kwargs: Any
     ) -> AsyncIterator[Any]:
         __tracebackhide__ = True
-        input, config, context = self._entry(input, config, context)
-        return super().astream(input, config, context=context, **kwargs)
+        return super().astream(**self._run_args(input, config, context, kwargs))
 
     def bulk_update_state(self, config: RunnableConfig, supersteps: Sequence[Sequence[StateUpdate]]) -> Any:
         return super().bulk_update_state(config, _guarded(self, supersteps))

@@ -11,7 +11,6 @@ import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from middleware_kit._engine.inheritance import INHERITED_LAYER
 from middleware_kit._engine.pipeline import Pipeline
 from middleware_kit.hooks import HOOKS, HookMode, HookSpec
 
@@ -237,7 +236,7 @@ def build_plan(
     return MiddlewarePlan(
         name=name,
         middleware=tuple(mw.name for mw in pipeline.middleware if mw.name not in engine),
-        engine=tuple(mw.name for mw in pipeline.middleware if mw.name in engine and mw.name != INHERITED_LAYER),
+        engine=tuple(mw.name for mw in pipeline.middleware if mw.name in engine),
         nodes=tuple(nodes),
         rows=rows,
         draw=draw,

@@ -112,10 +112,10 @@ class _Frozen:
     def _set_fields(self, given: Mapping[str, Any]) -> None:
         """Set every dataclass field from ``given`` (the constructor's ``locals()``): the field list is the class's
         annotations, stated once."""
-        for name in _field_names(type(self)):
+        setattr_ = object.__setattr__
+        for name, coerce in _field_plan(type(self)):
             value = given[name]
-            coerce = self._coerce.get(name)
-            object.__setattr__(self, name, value if coerce is None else coerce(value))
+            setattr_(self, name, value if coerce is None else coerce(value))
 
     def _replaced(self, changes: Mapping[str, Any], overridable: frozenset[str]) -> Any:
         """A copy with ``changes`` applied (unchanged fields keep their identity), refusing a name not in
@@ -138,6 +138,16 @@ class _Frozen:
 
 
 _FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+_FIELD_PLANS: dict[type, tuple[tuple[str, Callable[[Any], Any] | None], ...]] = {}
+
+
+def _field_plan(cls: type[_Frozen]) -> tuple[tuple[str, Callable[[Any], Any] | None], ...]:
+    """Each field of ``cls`` with its ``_coerce`` (None: kept as given), read once per class: a request is built
+    for every model and tool call."""
+    plan = _FIELD_PLANS.get(cls)
+    if plan is None:
+        plan = _FIELD_PLANS[cls] = tuple((name, cls._coerce.get(name)) for name in _field_names(cls))
+    return plan
 
 
 def _field_names(cls: type) -> tuple[str, ...]:

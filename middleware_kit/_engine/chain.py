@@ -314,47 +314,60 @@ def _from_handler(exc: BaseException, below: CodeType | None) -> bool:
     return False
 
 
-# The two drivers of a wrap layer, one per mode, around what is written once: the hook (a classic ``fn(request,
-# handler)`` or a flow run by the one engine driver, see ``_flow_invoke``), ``normalize`` and ``_layer_failed``. Plain
-# closures, not an engine body, because this is the hot path of every model and tool call (bench/README.md).
+class _LayerCall:
+    """What a ``wrap_*_call`` layer does around each call of its hook, in either mode: on entry a model layer voids
+    the ``ExtendedModelResponse`` commands of its last call; on failure :func:`_layer_failed`. A context manager, so
+    the two handlers of :func:`_wrap_build` differ only in the ``await`` (and an exception passes through unchanged:
+    no frame of ours is added to its traceback)."""
+
+    __slots__ = ("below", "depth", "hook", "owner", "tracks")
+
+    def __init__(self, depth: int, owner: str, hook: str, below: CodeType | None, tracks: bool) -> None:
+        self.depth, self.owner, self.hook, self.below, self.tracks = depth, owner, hook, below, tracks
+
+    def __enter__(self) -> None:
+        if self.tracks and (call := _CALL.get()) is not None and call.commands:
+            _forget_commands(call, self.depth)  # a new call of this layer voids the commands of its last call
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
+        if exc is not None:
+            self.failed(exc)
+
+    def failed(self, exc: BaseException) -> None:
+        _layer_failed(exc, self.depth, self.owner, self.hook, self.below)
+
+
 def _wrap_build(
-    nxt: SyncHandler, depth: int, *, invoke_of: InvokeOf, tracks: bool, normalize: Normalize, owner: str, hook: str
+    nxt: Any, depth: int, *, awaiting: bool, invoke_of: InvokeOf, tracks: bool, normalize: Normalize, owner: str,
+    hook: str,
 ) -> Any:
-    """The sync handler of a ``wrap_*_call`` layer: ``invoke_of(nxt)(request)`` calls the hook."""
+    """The handler of a ``wrap_*_call`` layer in one mode: ``invoke_of(nxt)(request)`` calls the hook (a classic
+    ``fn(request, handler)`` or a flow run by the engine's driver, see :func:`_flow_invoke`), awaited under
+    ``ainvoke``; what it returns is normalized; around it, :class:`_LayerCall`. Plain closures, not an engine body:
+    this is the hot path of every model and tool call (bench/README.md). Under ``invoke`` the layer calls the
+    guard's two steps itself (a ``try`` costs nothing until it raises; the ``with`` protocol costs two calls)."""
     invoke = invoke_of(nxt)
-    below = _code_of(nxt)
+    guard = _LayerCall(depth, owner, hook, _code_of(nxt), tracks)
+    if awaiting:
+
+        async def alayer(request: Any) -> Any:
+            __tracebackhide__ = True
+            with guard:
+                return normalize(await invoke(request), depth, request)
+
+        return alayer
 
     def layer(request: Any) -> Any:
         __tracebackhide__ = True
-        if tracks and (call := _CALL.get()) is not None and call.commands:
-            _forget_commands(call, depth)  # a new call of this layer voids the commands of its last call
+        if tracks:
+            guard.__enter__()
         try:
             return normalize(invoke(request), depth, request)
         except BaseException as exc:
-            _layer_failed(exc, depth, owner, hook, below)
+            guard.failed(exc)
             raise
 
     return layer
-
-
-def _awrap_build(
-    nxt: AsyncHandler, depth: int, *, invoke_of: InvokeOf, tracks: bool, normalize: Normalize, owner: str, hook: str
-) -> Any:
-    """:func:`_wrap_build` under ``ainvoke``: the hook's call is awaited."""
-    ainvoke = invoke_of(nxt)
-    below = _code_of(nxt)
-
-    async def alayer(request: Any) -> Any:
-        __tracebackhide__ = True
-        if tracks and (call := _CALL.get()) is not None and call.commands:
-            _forget_commands(call, depth)
-        try:
-            return normalize(await ainvoke(request), depth, request)
-        except BaseException as exc:
-            _layer_failed(exc, depth, owner, hook, below)
-            raise
-
-    return alayer
 
 
 def _hook_invoke(fn: Callable[..., Any]) -> InvokeOf:
@@ -422,8 +435,8 @@ def _wrap_layer(
     runs it
     in a thread hop)."""
     tracks = hook == "wrap_model_call"  # only model layers record ExtendedModelResponse commands
-    sync_build = partial(_wrap_build, tracks=tracks, normalize=normalize, owner=owner, hook=hook)
-    async_build = partial(_awrap_build, tracks=tracks, normalize=normalize, owner=owner, hook=hook)
+    sync_build = partial(_wrap_build, awaiting=False, tracks=tracks, normalize=normalize, owner=owner, hook=hook)
+    async_build = partial(_wrap_build, awaiting=True, tracks=tracks, normalize=normalize, owner=owner, hook=hook)
     if flow:
         assert sync_fn is not None
         request_type = ModelRequest if tracks else ToolCallRequest

@@ -115,6 +115,17 @@ def is_last_value_channel(channel: BaseChannel[Any, Any, Any]) -> bool:
 _TOOL_RUNTIME_FIELDS = tuple(f.name for f in dataclasses.fields(ToolRuntime))
 
 
+_RUNTIME_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _runtime_fields(runtime: Any) -> tuple[str, ...]:
+    """The ``ToolRuntime`` fields ``runtime`` has (read once per runtime type: its attributes are its class's)."""
+    found = _RUNTIME_FIELDS.get(type(runtime))
+    if found is None:
+        found = _RUNTIME_FIELDS[type(runtime)] = tuple(n for n in _TOOL_RUNTIME_FIELDS if hasattr(runtime, n))
+    return found
+
+
 def tool_node_one_call(node: ToolNode, input: Any, config: Any, runtime: Runtime[Any]) -> tuple[Any, ...] | None:
     """For an input holding exactly one tool call: ``(call, input_type, tool_runtime)`` as ``ToolNode`` builds them
     (so the call can run inline, without ``ToolNode``'s per-invoke thread pool); None for 0 or several calls."""
@@ -125,7 +136,7 @@ def tool_node_one_call(node: ToolNode, input: Any, config: Any, runtime: Runtime
         return None
     call = tool_calls[0]
     cfg = get_config_list(config, 1)[0]
-    fields = {name: getattr(runtime, name) for name in _TOOL_RUNTIME_FIELDS if hasattr(runtime, name)}
+    fields = {name: getattr(runtime, name) for name in _runtime_fields(runtime)}
     fields.update(
         state=node._extract_state(input, cfg),
         tool_call_id=call["id"],

@@ -32,9 +32,10 @@ from langgraph.runtime import Runtime
 
 from middleware_kit._engine.chain import Layer, call_flow, compose
 from middleware_kit._engine.compat import node_runnable
-from middleware_kit._engine.drive import Steps, run_async, run_sync
+from middleware_kit._engine.drive import Steps
 from middleware_kit._engine.guards import Guards
 from middleware_kit._engine.holdback import Holdback, held
+from middleware_kit._engine.inheritance import Frame, callers, inherited_model_chain
 from middleware_kit._engine.layout import TOOLS_NODE, NodeSpec, lay_out
 from middleware_kit._engine.model_call import ModelCall, model_writes, prepared
 from middleware_kit._engine.phases import Item, ModelStep, NodeResult, NodeRunner, NodeStep
@@ -73,8 +74,10 @@ def build_graph(
     response_format: ToolStrategy[Any] | ProviderStrategy[Any] | AutoStrategy[Any] | None,
     context_schema: type[Any] | None,
     agent_name: str | None = None,
-    callers: Callable[[], Sequence[Any]] = tuple,
+    inherited: Frame | None = None,
 ) -> AgentGraph:
+    """The agent's graph. ``inherited``: the agent's own frame of inherited middleware (None: it has none); run
+    inside other agents' runs, it applies theirs (:mod:`~middleware_kit._engine.inheritance`), its own left out."""
     builder: StateGraph[Any, Any, Any, Any] = StateGraph(
         schema.state, context_schema=context_schema, input_schema=schema.input, output_schema=schema.output
     )
@@ -100,10 +103,13 @@ def build_graph(
     private = schema.keys - frozenset(builder.schemas[builder.output_schema])  # never in a trace either
     hooks = HookTracing(pipeline.middleware, pipeline.hooks, private)
     owners = tuple(layer.owner for layer in pipeline.model_layers)
-    model_step = _model_step(call, hooks.plain_layers(pipeline.model_layers), owners, semantics, traced=False)
+    model_step = _model_step(call, hooks.plain_layers(pipeline.model_layers), owners, semantics, inherited,
+                             traced=False)
     traced_model_step = Once(
-        lambda: _model_step(call, hooks.traced_layers(pipeline.model_layers), owners, semantics, traced=True)
+        lambda: _model_step(call, hooks.traced_layers(pipeline.model_layers), owners, semantics, inherited,
+                            traced=True)
     )
+    callers_of = functools.partial(callers, inherited)
     layout = lay_out(pipeline.phases, model_step, has_tool_node=bool(executable) or pipeline.has_wrap_tool_call)
     router = LifecycleRouter(layout, frozenset(name for name, tool in executable.items() if tool.return_direct))
     defaults = AgentDefaults(call.model, call.system_message, call.default_tools, call.response_format)
@@ -113,10 +119,10 @@ def build_graph(
         runner = NodeRunner(hooks.plain_items(node.items), semantics, defaults=defaults, ends_run=ends_run)
         traced = Once(functools.partial(_traced_runner, hooks, node.items, model_step, traced_model_step, runner,
                                         ends_run))
-        _add_node(builder, node, runner, traced, router, pipeline.guards, holdback, callers)
+        _add_node(builder, node, runner, traced, router, pipeline.guards, holdback, callers_of)
     if layout.has_tool_node:
         tools = tool_node(list(executable.values()), hooks.plain_layers(pipeline.tool_layers), pipeline.guards,
-                          traced_layers=hooks.traced_chain(pipeline.tool_layers))
+                          traced_layers=hooks.traced_chain(pipeline.tool_layers), inherited=inherited)
         builder.add_node(TOOLS_NODE, tools)
         builder.add_conditional_edges(TOOLS_NODE, router.after_tools_in_run,
                                       sorted({layout.loop_entry, layout.end_entry}))
@@ -126,26 +132,24 @@ def build_graph(
 
 def _model_step(
     call: ModelCall, layers: Sequence[Layer[Any, Any]], owners: tuple[str, ...], semantics: StateSemantics,
-    *, traced: bool,
+    inherited: Frame | None, *, traced: bool,
 ) -> ModelStep:
-    """The model call as an item of the ``model`` node: the request, the chain of ``layers``, the writes."""
+    """The model call as an item of the ``model`` node: the request, the chain of ``layers`` (inside its callers'
+    inherited policies when the run is nested in other agents' runs), the writes."""
     chain, achain = compose(layers, *call.handlers(traced))
+    nested = inherited_model_chain(inherited, chain, achain)
 
-    def flow(view: Any, runtime: Runtime[Any], achain: Any) -> Steps[tuple[list[dict[str, Any]], list[Any] | None]]:
+    def flow(view: Any, runtime: Runtime[Any]) -> Steps[tuple[list[dict[str, Any]], list[Any] | None]]:
         __tracebackhide__ = True
         request, fix = prepared(call, view, runtime)
-        response, state = yield from call_flow(chain, achain, request)
+        chains = nested.chains()
+        if chains is None and not layers:  # no chain to run: the model call itself, in this node's driver
+            return model_writes((yield from call.flow(request, traced)), {}, fix, owners, semantics)
+        sync_h, async_h = chains or (chain, achain)
+        response, state = yield from call_flow(sync_h, async_h, request)
         return model_writes(response, state.commands, fix, owners, semantics)
 
-    def run(view: Any, runtime: Runtime[Any]) -> tuple[list[dict[str, Any]], list[Any] | None]:
-        __tracebackhide__ = True
-        return run_sync(flow(view, runtime, None))
-
-    async def arun(view: Any, runtime: Runtime[Any]) -> tuple[list[dict[str, Any]], list[Any] | None]:
-        __tracebackhide__ = True
-        return await run_async(flow(view, runtime, achain))
-
-    return ModelStep(run, arun)
+    return ModelStep(flow)
 
 
 def _traced_runner(

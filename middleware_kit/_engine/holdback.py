@@ -139,7 +139,7 @@ class Holdback:
         if not targets:
             return None
         gate = Gate(self, targets, f"lc_run--{run_id}")
-        proxy = _proxy_class(is_async, targets)(gate)
+        proxy = _handler_class(_AsyncProxy if is_async else _Proxy, targets)(gate)
         kept = [h for h in handlers if not _streams(h)] + [proxy]
         swapped: Any
         if isinstance(callbacks, BaseCallbackManager):
@@ -266,7 +266,7 @@ def _quieted(*, is_async: bool) -> Iterator[None]:
     if config is None or not targets or not isinstance(callbacks, BaseCallbackManager):
         yield
         return
-    quiet = _quiet_class(is_async, targets)(targets)
+    quiet = _handler_class(_AsyncQuiet if is_async else _Quiet, targets)(targets)
     swapped = callbacks.copy()
     swapped.handlers = [h for h in handlers if not _streams(h)] + [quiet]
     swapped.inheritable_handlers = [h for h in swapped.inheritable_handlers if not _streams(h)] + [quiet]
@@ -342,16 +342,17 @@ class _AsyncQuiet(_Quiet):
         await ahandle_event(self.targets, event, _condition(event), *args, **kwargs)
 
 
-_QUIETS: dict[tuple[bool, bool], type[Any]] = {}
+_HANDLER_CLASSES: dict[tuple[type[Any], bool], type[Any]] = {}
 
 
-def _quiet_class(is_async: bool, targets: Sequence[Any]) -> type[Any]:
+def _handler_class(base: type[Any], targets: Sequence[Any]) -> type[Any]:
+    """``base`` (a recording or quieting handler class, sync or async), made a ``V2StreamingCallbackHandler`` when
+    one of ``targets`` is one (the model then reports protocol events, as it would to them). Made once per kind."""
     v2 = any(isinstance(t, V2StreamingCallbackHandler) for t in targets)
-    key = (is_async, v2)
-    if key not in _QUIETS:
-        base: type[Any] = _AsyncQuiet if is_async else _Quiet
-        _QUIETS[key] = type(base.__name__ + "V2", (base, V2StreamingCallbackHandler), {}) if v2 else base
-    return _QUIETS[key]
+    key = (base, v2)
+    if key not in _HANDLER_CLASSES:
+        _HANDLER_CLASSES[key] = type(base.__name__ + "V2", (base, V2StreamingCallbackHandler), {}) if v2 else base
+    return _HANDLER_CLASSES[key]
 
 
 def settle(scope: _Scope, output: Any) -> list[tuple[list[Any], list[Event]]]:
@@ -691,15 +692,3 @@ for _event_name, _ignore in _EVENTS.items():
     setattr(_Proxy, _event_name, _sync_method(_event_name, _ignore))
     setattr(_AsyncProxy, _event_name, _async_method(_event_name, _ignore))
 
-_PROXIES: dict[tuple[bool, bool], type[Any]] = {}
-
-
-def _proxy_class(is_async: bool, targets: Sequence[Any]) -> type[Any]:
-    """The proxy class for these targets: a ``V2StreamingCallbackHandler`` when one of them is (the model then
-    reports protocol events, as it would to them)."""
-    v2 = any(isinstance(t, V2StreamingCallbackHandler) for t in targets)
-    key = (is_async, v2)
-    if key not in _PROXIES:
-        base: type[Any] = _AsyncProxy if is_async else _Proxy
-        _PROXIES[key] = type(base.__name__ + "V2", (base, V2StreamingCallbackHandler), {}) if v2 else base
-    return _PROXIES[key]

@@ -30,14 +30,15 @@ and write are the caller's, which the sub-agent's schema does not have. For the 
 inherited wrap layer returns (``ExtendedModelResponse`` commands) are dropped in the sub-agent.
 
 **Composed once per (caller stack, sub-agent)**: the layers of the frames found are composed around the sub-agent's
-own chain on the first call with those frames, and reused (:func:`inherited_layers`).
+own chain on the first call with those frames, and reused (:class:`InheritedChain`). The check is made once per
+call, outside the agent's chains: at the top level an agent pays one look at the config and no layer.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from contextvars import ContextVar
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from langchain_core.messages import AIMessage, ToolCall, ToolMessage
@@ -56,23 +57,23 @@ from middleware_kit.types import AgentState, ModelRequest, ModelResponse, ToolCa
 
 __all__ = [
     "CARRIER",
-    "INHERITED_LAYER",
     "Frame",
+    "InheritedChain",
     "ReviewAtToolCall",
-    "around",
     "callers",
     "enter",
-    "inherited_layers",
+    "inherited_model_chain",
+    "inherited_tool_chain",
     "own_frame",
     "subagent_form",
 ]
 
 CARRIER = "__middleware_kit_inherited"
 """Where the inherited frames travel: ``config["configurable"][CARRIER]`` (never checkpointed: ``__`` keys are not)."""
-INHERITED_LAYER = "inherited"
-"""The owner name of the two layers every agent has outermost (model chain and tool chain): the callers' policies."""
 _CACHE_SIZE = 32
 """Composed caller stacks kept per sub-agent chain (a few callers per sub-agent in practice)."""
+_ANNOUNCED = "inherited"
+"""The ``middleware`` of the ``inherited_policies`` event (no middleware of the sub-agent's: its callers')."""
 
 
 @dataclass(frozen=True, eq=False, slots=True)
@@ -193,7 +194,7 @@ def _guard_tool(guards: Guards, request: Any, result: Any) -> Any:
 def _announce(frames: tuple[Frame, ...], request: Any) -> None:
     """The run-time event naming the inherited layers a sub-agent's model call goes through."""
     emit_dict(getattr(request, "runtime", None), {
-        "event": "inherited_policies", "middleware": INHERITED_LAYER,
+        "event": "inherited_policies", "middleware": _ANNOUNCED,
         "callers": [f.agent for f in frames], "layers": [name for f in frames for name in f.middleware],
     })
 
@@ -211,14 +212,14 @@ _MODEL = _Kind("wrap_model_call", lambda f: f.pipeline.model_layers, _guard_requ
 _TOOL = _Kind("wrap_tool_call", lambda f: f.pipeline.tool_layers, lambda _g, r: r, _guard_tool, False)
 
 
-def _bases(nxt: Any) -> tuple[Any, Any]:
+def _bases(chain: Any, achain: Any) -> tuple[Any, Any]:
     """The innermost handlers of the callers' layers: the sub-agent's own chain, with its call state back."""
 
     def base(request: Any) -> Any:
         __tracebackhide__ = True
         token = _CALL.set(_OUTER.get())
         try:
-            return nxt(request)
+            return chain(request)
         finally:
             _CALL.reset(token)
 
@@ -226,99 +227,79 @@ def _bases(nxt: Any) -> tuple[Any, Any]:
         __tracebackhide__ = True
         token = _CALL.set(_OUTER.get())
         try:
-            return await nxt(request)
+            return await achain(request)
         finally:
             _CALL.reset(token)
 
     return base, abase
 
 
-def _build(kind: _Kind, own: Frame | None, nxt: Any, asynchronous: bool) -> Any:
-    """The handler of an inherited layer around ``nxt``: the callers' layers composed around it (once per caller
-    stack), their guards around those."""
-    cache: dict[tuple[Frame, ...], tuple[Any, Guards]] = {}
-    base, abase = _bases(nxt)
+def _entries(kind: _Kind, frames: tuple[Frame, ...], chain: Any, achain: Any) -> tuple[Any, Any]:
+    """The entry handlers of one caller stack around the sub-agent's own ``chain``/``achain``: the callers' layers
+    composed around it, their guards around those."""
+    sync_h, async_h = compose(tuple(layer for f in frames for layer in kind.layers(f)), *_bases(chain, achain))
+    guards = _guards(frames)
 
-    def composed(frames: tuple[Frame, ...]) -> tuple[Any, Guards]:
-        found = cache.get(frames)
-        if found is None:
-            layers = tuple(layer for f in frames for layer in kind.layers(f))
-            sync_h, async_h = compose(layers, base, abase)
-            if len(cache) >= _CACHE_SIZE:
-                cache.clear()
-            found = cache[frames] = (async_h if asynchronous else sync_h, _guards(frames))
-        return found
-
-    def enter_chain(frames: tuple[Frame, ...], request: Any) -> tuple[Any, Any, Any, Any]:
-        chain, guards = composed(frames)
+    def enter(request: Any) -> tuple[Any, Any]:
         if kind.announce:
             _announce(frames, request)
-        return chain, guards, _OUTER.set(_CALL.get()), _CALL.set(None)
+        return _OUTER.set(_CALL.get()), _CALL.set(None)
 
     def entry(request: Any) -> Any:
         __tracebackhide__ = True
-        frames = callers(own)
-        if not frames:
-            return nxt(request)
-        chain, guards, outer, call = enter_chain(frames, request)
+        outer, call = enter(request)
         try:
-            return kind.after(guards, request, chain(kind.before(guards, request)))
+            return kind.after(guards, request, sync_h(kind.before(guards, request)))
         finally:
             _CALL.reset(call)
             _OUTER.reset(outer)
 
     async def aentry(request: Any) -> Any:
         __tracebackhide__ = True
-        frames = callers(own)
-        if not frames:
-            return await nxt(request)
-        chain, guards, outer, call = enter_chain(frames, request)
+        outer, call = enter(request)
         try:
-            return kind.after(guards, request, await chain(kind.before(guards, request)))
+            return kind.after(guards, request, await async_h(kind.before(guards, request)))
         finally:
             _CALL.reset(call)
             _OUTER.reset(outer)
 
-    return aentry if asynchronous else entry
+    return entry, aentry
 
 
-def _layer(kind: _Kind, own: Frame | None) -> Layer[Any, Any]:
-    def build_sync(nxt: Any, depth: int) -> Any:
-        return _build(kind, own, nxt, False)
+class InheritedChain:
+    """One of an agent's chains (its model chain or its tool chain, plain or traced) as a call enters it: its own
+    chain at the top level; run inside other agents' runs, their inherited policies around it (the rule of the
+    module doc), composed once per caller stack. Looked up once per call (:meth:`chains`), outside the chain: an
+    agent run at the top level pays one look at the config and no layer."""
 
-    def build_async(nxt: Any, depth: int) -> Any:
-        return _build(kind, own, nxt, True)
+    __slots__ = ("_achain", "_cache", "_chain", "_kind", "_own")
 
-    return Layer(INHERITED_LAYER, kind.hook, "sync+async", build_sync, build_async)
+    def __init__(self, kind: _Kind, own: Frame | None, chain: Any, achain: Any) -> None:
+        self._kind, self._own, self._chain, self._achain = kind, own, chain, achain
+        self._cache: dict[tuple[Frame, ...], tuple[Any, Any]] = {}
 
-
-def inherited_layers(own: Frame | None) -> tuple[Layer[Any, Any], Layer[Any, Any]]:
-    """The outermost layer of an agent's model chain and of its tool chain: its callers' inherited policies (nothing
-    but a look at the config when it runs at the top level)."""
-    return _layer(_MODEL, own), _layer(_TOOL, own)
-
-
-class _InheritedLayers(AgentMiddleware[AgentState[Any], Any]):
-    """The engine layer an agent lists for its callers' policies: no hooks of its own (the two layers of
-    :func:`inherited_layers` are placed outermost in the chains); it marks their owner as the engine's, so they
-    record no hook runs in traces and the plan prints them on a line of their own."""
-
-    _engine_layer = True
-
-    def __init__(self) -> None:
-        self.name = INHERITED_LAYER
+    def chains(self) -> tuple[Any, Any] | None:
+        """The (sync, async) entry of this call's chain when the run is nested in callers with inherited
+        policies; None: the agent's own chain, as composed."""
+        frames = callers(self._own)
+        if not frames:
+            return None
+        found = self._cache.get(frames)
+        if found is None:
+            if len(self._cache) >= _CACHE_SIZE:
+                self._cache.clear()
+            found = self._cache[frames] = _entries(self._kind, frames, self._chain, self._achain)
+        return found
 
 
-def around(pipeline: Pipeline, own: Frame | None) -> Pipeline:
-    """``pipeline`` with its callers' inherited policies outermost in both chains (the rule of the module doc)."""
-    model_layer, tool_layer = inherited_layers(own)
-    return replace(
-        pipeline,
-        middleware=(_InheritedLayers(), *pipeline.middleware),
-        hooks=({}, *pipeline.hooks),
-        model_layers=(model_layer, *pipeline.model_layers),
-        tool_layers=(tool_layer, *pipeline.tool_layers),
-    )
+def inherited_model_chain(own: Frame | None, chain: Any, achain: Any) -> InheritedChain:
+    """An agent's model chain (``chain``, ``achain``) with its callers' inherited policies around it."""
+    return InheritedChain(_MODEL, own, chain, achain)
+
+
+def inherited_tool_chain(own: Frame | None, chain: Any, achain: Any) -> InheritedChain:
+    """An agent's tool chain (``chain``, ``achain``) with its callers' inherited policies around it."""
+    return InheritedChain(_TOOL, own, chain, achain)
 
 
 # -- human review in a sub-agent -------------------------------------------------------------------------------------

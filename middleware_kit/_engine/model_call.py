@@ -8,6 +8,7 @@ request's ``model_settings``. The base handler is one flow (:mod:`middleware_kit
 
 from __future__ import annotations
 
+import operator
 import sys
 import time
 import uuid
@@ -280,7 +281,7 @@ def prepared(call: ModelCall, view: Any, runtime: Any) -> tuple[ModelRequest[Any
 def _same(tools: Sequence[Any], defaults: Sequence[Any]) -> bool:
     """Whether a request still offers exactly the agent's default tools (the same objects, in order): then the
     model bound once for them is reused."""
-    return len(tools) == len(defaults) and all(a is b for a, b in zip(tools, defaults, strict=True))
+    return len(tools) == len(defaults) and all(map(operator.is_, tools, defaults))
 
 
 def model_writes(

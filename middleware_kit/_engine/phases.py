@@ -14,7 +14,7 @@ import asyncio
 import warnings
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from langchain_core.runnables.config import var_child_runnable_config
 from langgraph.errors import GraphBubbleUp
@@ -61,12 +61,12 @@ class NodeStep:
 class ModelStep:
     """The model call, run inside the fused ``model`` node between the before_model and after_model hooks.
 
-    ``run_sync``/``run_async`` take the current view of state and return the writes of the call (the model's
-    messages first, then any ``ExtendedModelResponse`` updates) and the new messages (for routing).
+    ``flow`` takes the current view of state and the runtime and is an engine body (run by the node's own driver, in
+    either mode) returning the writes of the call (the model's messages first, then any ``ExtendedModelResponse``
+    updates) and the new messages (for routing).
     """
 
-    run_sync: Callable[[Any, Any], tuple[list[dict[str, Any]], list[Any] | None]]
-    run_async: Callable[[Any, Any], Awaitable[tuple[list[dict[str, Any]], list[Any] | None]]]
+    flow: Callable[[Any, Any], Steps[tuple[list[dict[str, Any]], list[Any] | None]]]
 
 
 Item = NodeStep | ModelStep
@@ -112,16 +112,10 @@ class NodeRunner:
         self.semantics = semantics
         # The first step whose work a later hook's interrupt would repeat (engine layers' checks are idempotent).
         self._first = next((i for i in self.items if not getattr(i, "engine", False)), None)
-        # For the async mode: consecutive sync-only hooks run together in one worker-thread hop.
-        segments: list[tuple[bool, tuple[Item, ...]]] = []
-        for item in self.items:
-            is_sync_batch = isinstance(item, NodeStep) and item.run_async is None
-            if segments and is_sync_batch and segments[-1][0]:
-                segments[-1] = (True, (*segments[-1][1], item))
-            else:
-                segments.append((is_sync_batch, (item,)))
-        self._segments = tuple(segments)
-        self._one_by_one = tuple((False, (item,)) for item in self.items)
+        # Under ainvoke, consecutive sync-only hooks run together in one worker-thread hop; under invoke, consecutive
+        # hooks run in one plain loop (no driver step per hook).
+        self._segments = _segments(self.items, lambda step: step.run_async is None)
+        self._sync_segments = _segments(self.items, lambda step: True)
 
     def _hook_interrupted(self, step: NodeStep) -> None:
         # Only work that ran before the hook in this node runs again on resume: none when it comes first.
@@ -161,7 +155,7 @@ class NodeRunner:
         __tracebackhide__ = True
         token = enter_defaults(self.defaults)
         try:
-            return run_sync(self.flow(strip_private(state), runtime, self._one_by_one))
+            return run_sync(self.flow(strip_private(state), runtime, self._sync_segments))
         finally:
             leave_defaults(token)
 
@@ -187,7 +181,7 @@ class NodeRunner:
         runner = self
         if self._traced is not None and config_callbacks_active(config):
             runner = self._traced
-            segments = runner._one_by_one if segments is self._one_by_one else runner._segments
+            segments = runner._sync_segments if segments is self._sync_segments else runner._segments
         life = run_lifecycle(runtime, config)
         if life is None:
             return (yield from runner._flow(view, runtime, segments))
@@ -227,27 +221,60 @@ class NodeRunner:
                 if batch.jump is not None:
                     return result
             elif type(item) is ModelStep:
-                writes, tail = yield Step(item.run_sync, item.run_async, result.view, runtime)
+                writes, tail = yield from item.flow(result.view, runtime)
                 self._after_model(writes, tail, index == last, result)
             else:
                 assert isinstance(item, NodeStep)
                 try:
                     update = yield Step(item.run_sync, item.run_async, result.view, runtime)
-                except InternalCallAbandoned:  # the run was stopped during the hook's own model call: the hook's
-                    update = None  # work is dropped; the run ends at its next run-control check
-                except GraphBubbleUp:
-                    self._hook_interrupted(item)
-                    raise
-                except Exception as exc:
-                    note_hook_failure(exc, item.owner, item.hook)
-                    raise
+                except BaseException as exc:
+                    if not self._dropped(item, exc):
+                        raise
+                    update = None
                 if update is not None and self._after_hook(item, update, result):
                     return result
         return result
 
     def _batch(self, view: Any, runtime: Runtime[Any] | None, items: tuple[Item, ...]) -> NodeResult:
+        """Consecutive hooks in one plain loop, each by its sync runner (the whole node under ``invoke``; a worker
+        thread's hop under ``ainvoke``): what :meth:`_flow` does for one hook, without a driver step each."""
         __tracebackhide__ = True
-        return run_sync(self._flow(view, runtime, [(False, (item,)) for item in items]))
+        result = NodeResult([], None, view, None)
+        for item in cast("tuple[NodeStep, ...]", items):  # a batch holds node hooks only (_segments)
+            try:
+                update = item.run_sync(result.view, runtime)
+            except BaseException as exc:
+                if not self._dropped(item, exc):
+                    raise
+                update = None
+            if update is not None and self._after_hook(item, update, result):
+                break
+        return result
+
+    def _dropped(self, item: NodeStep, exc: BaseException) -> bool:
+        """A node hook raised ``exc``: True when its work is dropped and the node goes on (the run was stopped during
+        the hook's own model call; it ends at its next run-control check); else the error is to be raised, noted with
+        the hook (an interrupt is warned about when the hook shares its node with earlier work)."""
+        if isinstance(exc, InternalCallAbandoned):
+            return True
+        if isinstance(exc, GraphBubbleUp):
+            self._hook_interrupted(item)
+        elif isinstance(exc, Exception):
+            note_hook_failure(exc, item.owner, item.hook)
+        return False
+
+
+def _segments(items: Sequence[Item], batched: Callable[[NodeStep], bool]) -> tuple[tuple[bool, tuple[Item, ...]], ...]:
+    """``items`` cut into segments: runs of consecutive node hooks that ``batched`` accepts (one step each), and every
+    other item on its own."""
+    segments: list[tuple[bool, tuple[Item, ...]]] = []
+    for item in items:
+        is_batch = isinstance(item, NodeStep) and batched(item)
+        if segments and is_batch and segments[-1][0]:
+            segments[-1] = (True, (*segments[-1][1], item))
+        else:
+            segments.append((is_batch, (item,)))
+    return tuple(segments)
 
 
 class InterruptInFusedNodeWarning(UserWarning):

@@ -1,7 +1,9 @@
 """Where a run goes next: after the model turn, on a jump, after the tools. Each rule stated once, here.
 
 - After the model turn (the loop's last node): pending tool calls go to the tool node, one ``Send`` per call (so
-  parallel calls are separate tasks); calls the agent has no tools for are closed and the run ends; a turn whose
+  parallel calls are separate tasks, and each task's input is its call, as in LangChain: stream consumers such as
+  LangGraph's ``SubgraphTransformer`` read the call there); calls the agent has no tools for are closed and the run
+  ends; a turn whose
   calls were all answered (by a middleware) loops back; an answer without calls ends the run, closing any call left.
 - Jumps (``jump_to``): ``model`` -> the loop's entry; ``tools`` -> the pending calls (or the loop's entry when none);
   ``end`` -> the end, closing pending calls.

@@ -7,9 +7,10 @@ import operator
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
-from langchain_core.messages import BaseMessage, RemoveMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, RemoveMessage, SystemMessage, ToolMessage
 from langgraph.channels.base import BaseChannel
 from langgraph.channels.binop import BinaryOperatorAggregate
+from langgraph.graph.message import add_messages
 from langgraph.types import Command, Overwrite
 
 from middleware_kit._engine.compat import is_last_value_channel
@@ -43,6 +44,9 @@ class StateSemantics:
         self._addable = frozenset(
             k for k, ch in channels.items() if isinstance(ch, BinaryOperatorAggregate) and ch.operator is operator.add
         )
+        messages = channels.get("messages")
+        self._plain_messages = isinstance(messages, BinaryOperatorAggregate) and messages.operator is add_messages
+        """``messages`` has LangGraph's own ``add_messages`` reducer (the default): :func:`_appended` may apply it."""
 
     def is_last_value(self, key: str) -> bool:
         """True for keys without a reducer: two writes in one step would conflict."""
@@ -78,6 +82,9 @@ class StateSemantics:
             channel = self._channels.get(key)
             if channel is None or key in self._last_value:
                 new[key] = value
+                continue
+            if key == "messages" and self._plain_messages and (appended := _appended(view.get(key), value)):
+                new[key] = appended
                 continue
             fresh = channel.from_checkpoint(view[key]) if key in view else channel.copy()
             fresh.update([value])
@@ -126,6 +133,25 @@ class StateSemantics:
                 else:
                     return None
         return merged
+
+
+_PLAIN_MESSAGES = frozenset({AIMessage, HumanMessage, SystemMessage, ToolMessage})
+
+
+def _appended(left: Any, right: Any) -> list[Any] | None:
+    """``add_messages(left, right)`` where it only appends (a model's new answer, a hook's new messages): ``right``
+    a list of complete messages (no chunk, no ``RemoveMessage``, no dict) whose ids are set and new to ``left``, a
+    list the reducer already normalised (the state's). None: the reducer applies."""
+    if type(left) is not list or type(right) is not list or not right:
+        return None
+    ids = set()
+    for message in right:
+        if type(message) not in _PLAIN_MESSAGES or message.id is None or message.id in ids:
+            return None
+        ids.add(message.id)
+    if any(message.id in ids for message in left):
+        return None
+    return [*left, *right]
 
 
 def net_messages(writes: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:

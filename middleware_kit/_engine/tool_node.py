@@ -29,10 +29,11 @@ from middleware_kit._engine.chain import Layer, _note_bubble, call_flow, compose
 from middleware_kit._engine.compat import tool_node_one_call
 from middleware_kit._engine.drive import Step, Steps, run_async, run_sync
 from middleware_kit._engine.guards import Guards
+from middleware_kit._engine.inheritance import Frame, inherited_tool_chain
 from middleware_kit._engine.private_state import with_private
 from middleware_kit._engine.validation import note_tool_failure
 from middleware_kit.events import RunLifecycle, run_lifecycle, silenced
-from middleware_kit.ledger.call import ledgered, task_run
+from middleware_kit.ledger.call import ledgered, records, task_run
 from middleware_kit.ledger.policy import Ledger
 from middleware_kit.trace_policy import config_callbacks_active
 from middleware_kit.types import ToolCallRequest
@@ -52,30 +53,45 @@ def tool_node(
     guards: Guards,
     *,
     traced_layers: Sequence[Layer[Any, Any]] | None = None,
+    inherited: Frame | None = None,
 ) -> AgentToolNode:
     """The agent's tool node: ``tools``, the tool chain of ``layers`` (outermost first) around each call.
 
     ``traced_layers``: the same chain with every hook a callback run (:mod:`~middleware_kit._engine.tracing`), used
-    for the
-    calls whose run has callback handlers (decided per call, from the call's config). Without layers, each call goes
-    straight to ``ToolNode``'s execute (timed for the run's lifecycle events when the run asked for them).
+    for the calls whose run has callback handlers (decided per call, from the call's config). ``inherited``: the
+    agent's own frame; a call in a run nested in other agents' runs goes through their inherited policies around
+    the chain (:mod:`~middleware_kit._engine.inheritance`). Without layers and callers, each call goes straight to
+    ``ToolNode``'s execute (timed for the run's lifecycle events when the run asked for them).
     """
-    if not layers:
-        return AgentToolNode(tools, wrap_tool_call=_counted, awrap_tool_call=_acounted, guards=guards)
     chain, achain = compose(layers, _base, _abase)
-    traced, atraced = compose(traced_layers, _traced_base, _atraced_base) if traced_layers else (None, None)
+    traced, atraced = compose(traced_layers, _traced_base, _atraced_base) if traced_layers else (chain, achain)
+    nested = inherited_tool_chain(inherited, chain, achain)
+    nested_traced = inherited_tool_chain(inherited, traced, atraced)
+    direct = not layers
+
+    def chains(request: LangGraphToolCallRequest) -> tuple[Any, Any, Any]:
+        """The call's (chain, async chain, config to make current: traced runs), or None chains: no chain at all."""
+        config = _config_of(request)
+        if traced_layers and config_callbacks_active(config):
+            return (*(nested_traced.chains() or (traced, atraced)), config)
+        found = nested.chains()
+        if found is None and direct:
+            return None, None, None
+        return (*(found or (chain, achain)), None)
 
     def wrap(request: LangGraphToolCallRequest, execute: Callable[..., Any]) -> Any:
         __tracebackhide__ = True
-        if traced is not None and config_callbacks_active(_config_of(request)):
-            return run_sync(_tool_call(request, execute, traced, None, _config_of(request)))
-        return run_sync(_tool_call(request, execute, chain, None, None))
+        sync_h, _, config = chains(request)
+        if sync_h is None:
+            return _counted(request, execute)
+        return run_sync(_tool_call(request, execute, sync_h, None, config))
 
     async def awrap(request: LangGraphToolCallRequest, execute: Callable[..., Any]) -> Any:
         __tracebackhide__ = True
-        if atraced is not None and config_callbacks_active(_config_of(request)):
-            return await run_async(_tool_call(request, execute, _unreachable, atraced, _config_of(request)))
-        return await run_async(_tool_call(request, execute, _unreachable, achain, None))
+        _, async_h, config = chains(request)
+        if async_h is None:
+            return await _acounted(request, execute)
+        return await run_async(_tool_call(request, execute, _unreachable, async_h, config))
 
     return AgentToolNode(tools, wrap_tool_call=wrap, awrap_tool_call=awrap, guards=guards)
 
@@ -260,14 +276,14 @@ class AgentToolNode(ToolNode):
 
     def _execute_tool_sync(self, request: Any, input_type: Any, config: RunnableConfig) -> Any:
         __tracebackhide__ = True
-        if self._ledger is None:
+        if self._ledger is None or not records(config):
             return super()._execute_tool_sync(request, input_type, config)
         return run_sync(ledgered(self._ledger, request, config, functools.partial(self._execution, input_type),
                                  self._storable))
 
     async def _execute_tool_async(self, request: Any, input_type: Any, config: RunnableConfig) -> Any:
         __tracebackhide__ = True
-        if self._ledger is None:
+        if self._ledger is None or not records(config):
             return await super()._execute_tool_async(request, input_type, config)
         return await run_async(ledgered(self._ledger, request, config, functools.partial(self._execution, input_type),
                                         self._storable))

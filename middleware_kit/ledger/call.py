@@ -21,9 +21,8 @@ task run may be a replay, later ones run the tool again (a new attempt, the same
 
 from __future__ import annotations
 
-import contextlib
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import replace
 from typing import Any
@@ -39,7 +38,7 @@ from middleware_kit.ledger.policy import Ledger, ReconcileDecision, Retry, answe
 from middleware_kit.ledger.records import CallKey, Entry, InDoubtCall
 from middleware_kit.ledger.store import LedgerStore, ledger_store
 
-__all__ = ["Execute", "ledgered", "task_run"]
+__all__ = ["Execute", "ledgered", "records", "task_run"]
 
 Execute = Callable[[Any, RunnableConfig], Step]
 """The real execution of a (possibly rewritten) request with its config, as a step."""
@@ -49,14 +48,29 @@ _RAN: ContextVar[set[CallKey] | None] = ContextVar("middleware_kit_ledger_ran", 
 """The calls executed so far in the current tool task run (see the module doc's last paragraph)."""
 
 
-@contextlib.contextmanager
-def task_run() -> Iterator[None]:
-    """One run of a tool task (the tool node sets it around each call it runs)."""
-    token = _RAN.set(set())
-    try:
-        yield
-    finally:
-        _RAN.reset(token)
+class _TaskRun:
+    """One run of a tool task (the tool node enters it around each call it runs). A plain context manager, not a
+    ``contextlib`` generator: it is entered for every tool call."""
+
+    __slots__ = ("_token",)
+
+    def __enter__(self) -> None:
+        self._token = _RAN.set(set())
+
+    def __exit__(self, *exc: object) -> None:
+        _RAN.reset(self._token)
+
+
+def task_run() -> _TaskRun:
+    """One run of a tool task: ``with task_run(): ...`` around each call the tool node runs."""
+    return _TaskRun()
+
+
+def records(config: RunnableConfig) -> bool:
+    """Whether a tool call run with ``config`` may be recorded: its run has a checkpointer and a thread (else the
+    ledger has nowhere to keep it, and the call runs as it would without one)."""
+    conf = config.get("configurable") or {}
+    return conf.get(CONFIG_KEY_CHECKPOINTER) is not None and conf.get("thread_id") is not None
 
 
 def _recorded_at(policy: Ledger | None, request: Any, config: RunnableConfig) -> tuple[LedgerStore, CallKey] | None:

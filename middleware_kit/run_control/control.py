@@ -166,6 +166,8 @@ class RunHandle:
 
     def take_answering(self) -> tuple[str, ...]:
         """The interrupt ids to record as resolved, once (the first write takes them)."""
+        if not self.answering:  # every write asks; only a resume's first has any (set before the run starts)
+            return ()
         with self._lock:
             ids, self.answering = self.answering, ()
             return ids

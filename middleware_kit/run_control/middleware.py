@@ -30,6 +30,7 @@ import functools
 import warnings
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import replace
 from typing import Annotated, Any, NotRequired, TypeVar, cast
 
 from langchain_core.messages import AIMessage, ToolMessage
@@ -38,8 +39,10 @@ from langgraph.runtime import Runtime
 from langgraph.types import Command
 
 from middleware_kit._engine.bridge import ElasticPool
+from middleware_kit._engine.chain import Layer
 from middleware_kit._engine.internal_calls import InternalCallAbandoned, guard_internal_calls
 from middleware_kit._engine.pairing import close_pending, closing_messages
+from middleware_kit._engine.pipeline import Pipeline
 from middleware_kit.decorators import hook_config
 from middleware_kit.events import run_lifecycle
 from middleware_kit.flow import ModelCallFlow, ModelCallFlowHooks, ToolCallFlow, ToolCallFlowHooks
@@ -365,6 +368,20 @@ def controlled_stack(
     ends = any("after_agent" in defined_hooks(m) for m in listed)
     timed = control is None or control.deadline is not None
     return [RunControlMiddleware(timed=timed), *listed, _FinishingGuard() if ends else RunControlGuard()]
+
+
+def without_adjacent_guard(pipeline: Pipeline) -> Pipeline:
+    """``pipeline`` without ``RunControlGuard``'s layer in a chain where ``RunControlMiddleware``'s is right outside
+    it (no wrapper of the user's between them): nothing can be queued between the two checks, so the inner one would
+    find what the outer one just found. The guard's node hook (``after_agent``) stays."""
+
+    def drop(layers: tuple[Layer[Any, Any], ...]) -> tuple[Layer[Any, Any], ...]:
+        for i in range(1, len(layers)):
+            if layers[i].owner == "RunControlGuard" and layers[i - 1].owner == "RunControlMiddleware":
+                return (*layers[:i], *layers[i + 1 :])
+        return layers
+
+    return replace(pipeline, model_layers=drop(pipeline.model_layers), tool_layers=drop(pipeline.tool_layers))
 
 
 def controlled_middleware(middleware: Sequence[AgentMiddleware[Any, Any]] = ()) -> list[AgentMiddleware[Any, Any]]:

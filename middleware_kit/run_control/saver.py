@@ -91,6 +91,8 @@ class RunSaver(BaseCheckpointSaver[Any]):
         self.serde = inner.serde
         self._run = run
         self._task_path, self._atask_path = _takes_task_path(type(inner))
+        self.get_next_version = inner.get_next_version  # type: ignore[method-assign]  # called per channel write:
+        # no wrapper frame (nothing of the run is involved)
 
     @classmethod
     def for_run(cls, inner: BaseCheckpointSaver[Any], handle: RunHandle, backend: LeaseBackend, input: Any,
@@ -106,9 +108,6 @@ class RunSaver(BaseCheckpointSaver[Any]):
     def with_allowlist(self, extra_allowlist: Any) -> BaseCheckpointSaver[Any]:
         inner = self.inner.with_allowlist(extra_allowlist)
         return self if inner is self.inner else RunSaver(inner, self._run)
-
-    def get_next_version(self, current: Any, channel: Any) -> Any:
-        return self.inner.get_next_version(current, channel)
 
     # -- reads -------------------------------------------------------------------------------------------------
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:

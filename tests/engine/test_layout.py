@@ -12,7 +12,7 @@ from langgraph.constants import END as LANGGRAPH_END
 from middleware_kit._engine.layout import END, MODEL_NODE, TOOLS_NODE, Layout, lay_out
 from middleware_kit._engine.phases import ModelStep, NodeStep
 
-MODEL = ModelStep(lambda view, runtime: ([], None), lambda view, runtime: None)  # type: ignore[arg-type, return-value]
+MODEL = ModelStep(lambda view, runtime: iter(()))  # type: ignore[arg-type, return-value]
 
 
 def step(owner: str, hook: str, *, alone: bool = False) -> NodeStep:

@@ -1,0 +1,150 @@
+"""The tool node runs exactly the pending calls, however the run got there: one ``Send`` per call after the model, a
+``jump_to: "tools"``, a resume after ``interrupt_before=["tools"]``, a resume of an interrupted tool."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.types import Command
+
+from middleware_kit import AgentMiddleware, create_agent, hook_config
+from middleware_kit.testing import ScriptedChatModel, tool_call
+
+
+def _tools(ran: Counter[str]) -> list[Any]:
+    @tool
+    def search(q: str) -> str:
+        """Search."""
+        ran[f"search:{q}"] += 1
+        return f"found {q}"
+
+    @tool
+    def fetch(url: str) -> str:
+        """Fetch."""
+        ran[f"fetch:{url}"] += 1
+        return f"page {url}"
+
+    return [search, fetch]
+
+
+class AnswersSearch(AgentMiddleware):
+    """An ``after_model`` that answers every ``search`` call itself (a cache): only the other calls are left."""
+
+    def after_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        last = state["messages"][-1]
+        answers = [ToolMessage("cached", tool_call_id=c["id"], name=c["name"])
+                   for c in getattr(last, "tool_calls", ()) if c["name"] == "search"]
+        return {"messages": answers} if answers else None
+
+
+def _answers(result: dict[str, Any]) -> dict[str, str]:
+    return {m.tool_call_id: str(m.content) for m in result["messages"] if isinstance(m, ToolMessage)}
+
+
+def _run(agent: Any, value: Any, config: Any, mode: str) -> dict[str, Any]:
+    if mode == "invoke":
+        return agent.invoke(value, config)  # type: ignore[no-any-return]
+    return asyncio.run(agent.ainvoke(value, config))  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize("mode", ["invoke", "ainvoke"])
+@pytest.mark.parametrize("saver", [None, "memory"])
+def test_a_call_a_middleware_answered_is_not_run_by_the_tool_node(mode: str, saver: str | None) -> None:
+    ran: Counter[str] = Counter()
+    model = ScriptedChatModel([
+        AIMessage("", tool_calls=[tool_call("search", {"q": "a"}, "c1"), tool_call("fetch", {"url": "u"}, "c2")]),
+        "done",
+    ])
+    agent = create_agent(model, _tools(ran), middleware=[AnswersSearch()],
+                         checkpointer=InMemorySaver() if saver else None)
+    result = _run(agent, {"messages": [HumanMessage("go")]}, {"configurable": {"thread_id": "t"}}, mode)
+    assert ran == Counter({"fetch:u": 1})  # the answered search never ran
+    assert _answers(result) == {"c1": "cached", "c2": "page u"}
+    assert result["messages"][-1].content == "done"
+
+
+@pytest.mark.parametrize("mode", ["invoke", "ainvoke"])
+def test_one_call_and_parallel_calls_each_run_once(mode: str) -> None:
+    ran: Counter[str] = Counter()
+    model = ScriptedChatModel([
+        AIMessage("", tool_calls=[tool_call("search", {"q": "one"}, "c1")]),
+        AIMessage("", tool_calls=[tool_call("search", {"q": "x"}, "c2"), tool_call("fetch", {"url": "y"}, "c3")]),
+        "done",
+    ])
+    agent = create_agent(model, _tools(ran), checkpointer=InMemorySaver())
+    result = _run(agent, {"messages": [HumanMessage("go")]}, {"configurable": {"thread_id": "t"}}, mode)
+    assert ran == Counter({"search:one": 1, "search:x": 1, "fetch:y": 1})
+    assert _answers(result) == {"c1": "found one", "c2": "found x", "c3": "page y"}
+
+
+def test_interrupt_before_the_tools_then_resume_runs_the_pending_call_once() -> None:
+    ran: Counter[str] = Counter()
+    model = ScriptedChatModel([AIMessage("", tool_calls=[tool_call("fetch", {"url": "u"}, "c1")]), "done"])
+    agent = create_agent(model, _tools(ran), checkpointer=InMemorySaver(), interrupt_before=["tools"])
+    config = {"configurable": {"thread_id": "t"}}
+    agent.invoke({"messages": [HumanMessage("go")]}, config)
+    assert ran == Counter() and agent.get_state(config).next == ("tools",)
+    result = agent.invoke(None, config)
+    assert ran == Counter({"fetch:u": 1})
+    assert _answers(result) == {"c1": "page u"}
+
+
+def test_a_call_answered_while_paused_before_the_tools_is_not_run() -> None:
+    """The state changed under a paused run: the tool node runs what is pending when it runs, not what was."""
+    ran: Counter[str] = Counter()
+    model = ScriptedChatModel([AIMessage("", tool_calls=[tool_call("fetch", {"url": "u"}, "c1")]), "done"])
+    agent = create_agent(model, _tools(ran), checkpointer=InMemorySaver(), interrupt_before=["tools"])
+    config = {"configurable": {"thread_id": "t"}}
+    agent.invoke({"messages": [HumanMessage("go")]}, config)
+    agent.update_state(config, {"messages": [ToolMessage("answered by hand", tool_call_id="c1", name="fetch")]})
+    result = agent.invoke(None, config)
+    assert ran == Counter()
+    assert _answers(result) == {"c1": "answered by hand"}
+
+
+class JumpsToTools(AgentMiddleware):
+    """A ``before_model`` that finds a call already pending (a resumed thread) and jumps to the tools."""
+
+    @hook_config(can_jump_to=["tools"])
+    def before_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        last = state["messages"][-1]
+        if isinstance(last, AIMessage) and last.tool_calls:
+            return {"jump_to": "tools"}
+        return None
+
+
+def test_a_jump_to_the_tools_runs_the_pending_call_once() -> None:
+    ran: Counter[str] = Counter()
+    agent = create_agent(ScriptedChatModel(["done"]), _tools(ran), middleware=[JumpsToTools()])
+    pending = AIMessage("", tool_calls=[tool_call("fetch", {"url": "u"}, "c1")])
+    result = agent.invoke({"messages": [HumanMessage("go"), pending]})
+    assert ran == Counter({"fetch:u": 1})
+    assert _answers(result) == {"c1": "page u"}
+    assert isinstance(result["messages"][-1], AIMessage) and result["messages"][-1].content == "done"
+
+
+def test_a_resume_of_an_interrupted_tool_reruns_only_that_call() -> None:
+    from langgraph.types import interrupt
+
+    ran: Counter[str] = Counter()
+
+    @tool
+    def approve(what: str) -> str:
+        """Ask a person."""
+        ran["approve"] += 1
+        return f"{what}: {interrupt('ok?')}"
+
+    model = ScriptedChatModel([AIMessage("", tool_calls=[tool_call("approve", {"what": "pay"}, "c1")]), "done"])
+    agent = create_agent(model, [approve], checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "t"}}
+    first = agent.invoke({"messages": [HumanMessage("go")]}, config)
+    assert first["__interrupt__"]
+    result = agent.invoke(Command(resume="yes"), config)
+    assert ran["approve"] == 2  # the interrupted tool runs again on resume (LangGraph's rule), once
+    assert _answers(result) == {"c1": "pay: yes"}
