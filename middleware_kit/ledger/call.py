@@ -87,8 +87,14 @@ def _recorded_at(policy: Ledger | None, request: Any, config: RunnableConfig) ->
 
 def _with_key(request: Any, config: RunnableConfig, key: str) -> tuple[Any, RunnableConfig]:
     """The request and config the tool runs with: ``config["metadata"]`` (and its ``ToolRuntime.config``) carry the
-    idempotency key. Copies: the task's own config is left as it was."""
-    config = {**config, "metadata": {**(config.get("metadata") or {}), METADATA_KEY: key}}
+    idempotency key. ``config`` is the call's own (``ToolNode`` makes one per call, its ``metadata`` a copy): when the
+    request's runtime holds that same config, the key is added to it in place; else (a wrapper gave the request
+    another runtime) copies, the task's own config left as it was."""
+    metadata = config.get("metadata")
+    if type(metadata) is dict and getattr(request.runtime, "config", None) is config:
+        metadata[METADATA_KEY] = key
+        return request, config
+    config = {**config, "metadata": {**(metadata or {}), METADATA_KEY: key}}
     runtime = request.runtime
     if runtime is not None:
         runtime = replace(runtime, config=config)
