@@ -122,10 +122,9 @@ def build_graph(
         _add_node(builder, node, runner, traced, router, pipeline.guards, holdback, callers_of)
     if layout.has_tool_node:
         tools = tool_node(list(executable.values()), hooks.plain_layers(pipeline.tool_layers), pipeline.guards,
-                          traced_layers=hooks.traced_chain(pipeline.tool_layers), inherited=inherited)
-        builder.add_node(TOOLS_NODE, tools)
-        builder.add_conditional_edges(TOOLS_NODE, router.after_tools_in_run,
-                                      sorted({layout.loop_entry, layout.end_entry}))
+                          traced_layers=hooks.traced_chain(pipeline.tool_layers), inherited=inherited,
+                          route=router.after_tools_in_run)
+        builder.add_node(TOOLS_NODE, tools, destinations=tuple(sorted({layout.loop_entry, layout.end_entry})))
     builder.add_edge(START, layout.agent_entry)
     return AgentGraph(builder, layout.node_of, list(layout.order))
 

@@ -52,7 +52,7 @@ def hide_from_streams(compiled: Any, public: str | Sequence[str]) -> None:
     - Node outputs (``on_chain_stream``/``on_chain_end`` of a node in ``astream_events``): the node's private writes
       go to their channels directly (``CONFIG_KEY_SEND``, as LangGraph's own writers do) and its returned update
       keeps the public keys only; the writes are the same, in the same step.
-    - Routing functions of conditional edges (``after_tools``) read the whole state: they get no run of their own.
+    - Routing functions of conditional edges read the whole state: they get no run of their own.
 
     Nodes, checkpoints and ``get_state`` keep every key; an explicit ``output_keys=`` is honoured as given.
     """

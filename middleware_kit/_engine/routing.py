@@ -7,7 +7,9 @@
   calls were all answered (by a middleware) loops back; an answer without calls ends the run, closing any call left.
 - Jumps (``jump_to``): ``model`` -> the loop's entry; ``tools`` -> the pending calls (or the loop's entry when none);
   ``end`` -> the end, closing pending calls.
-- After the tools: a structured answer or a ``return_direct`` tool ends the run; otherwise back to the model.
+- After the tools: a structured answer or a ``return_direct`` tool ends the run; otherwise back to the model. Each
+  tool task decides for itself, from the state it started from and its own writes (what a conditional edge after
+  the node would read, without LangGraph's fresh read of the state: :meth:`LifecycleRouter.after_tools_in_run`).
 """
 
 from __future__ import annotations
@@ -140,8 +142,8 @@ class LifecycleRouter(Router):
         return goto, closing
 
     def after_tools_in_run(self, state: Any, runtime: Any, config: RunnableConfig) -> str:
-        """``after_tools`` as the tool node's routing function (LangGraph passes it ``runtime`` and ``config``: no
-        context config is set where routing functions run)."""
+        """``after_tools`` in the tool node's run (``runtime`` and ``config``: the task's), closing the run's
+        lifecycle when it ends the run."""
         goto = Router.after_tools(self, state)
         if goto == END:
             _finished(runtime, config)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import replace
 from typing import Any
@@ -24,13 +24,15 @@ from langgraph.prebuilt import ToolNode
 from langgraph.prebuilt.tool_node import ToolCallRequest as LangGraphToolCallRequest
 from langgraph.prebuilt.tool_node import ToolInvocationError
 from langgraph.runtime import Runtime
+from langgraph.types import Command
 
 from middleware_kit._engine.chain import Layer, _note_bubble, call_flow, compose
-from middleware_kit._engine.compat import tool_node_one_call
+from middleware_kit._engine.compat import tool_node_one_call, update_pairs
 from middleware_kit._engine.drive import Step, Steps, run_async, run_sync
 from middleware_kit._engine.guards import Guards
 from middleware_kit._engine.inheritance import Frame, inherited_tool_chain
 from middleware_kit._engine.private_state import with_private
+from middleware_kit._engine.routing import with_goto
 from middleware_kit._engine.validation import note_tool_failure
 from middleware_kit.events import RunLifecycle, run_lifecycle, silenced
 from middleware_kit.ledger.call import ledgered, records, task_run
@@ -54,6 +56,7 @@ def tool_node(
     *,
     traced_layers: Sequence[Layer[Any, Any]] | None = None,
     inherited: Frame | None = None,
+    route: Route | None = None,
 ) -> AgentToolNode:
     """The agent's tool node: ``tools``, the tool chain of ``layers`` (outermost first) around each call.
 
@@ -61,7 +64,9 @@ def tool_node(
     for the calls whose run has callback handlers (decided per call, from the call's config). ``inherited``: the
     agent's own frame; a call in a run nested in other agents' runs goes through their inherited policies around
     the chain (:mod:`~middleware_kit._engine.inheritance`). Without layers and callers, each call goes straight to
-    ``ToolNode``'s execute (timed for the run's lifecycle events when the run asked for them).
+    ``ToolNode``'s execute (timed for the run's lifecycle events when the run asked for them). ``route``: where the
+    run goes after a task, from the state the task started from and the task's own writes (the node then returns
+    a ``Command`` with that ``goto``).
     """
     chain, achain = compose(layers, _base, _abase)
     traced, atraced = compose(traced_layers, _traced_base, _atraced_base) if traced_layers else (chain, achain)
@@ -93,7 +98,7 @@ def tool_node(
             return await _acounted(request, execute)
         return await run_async(_tool_call(request, execute, _unreachable, async_h, config))
 
-    return AgentToolNode(tools, wrap_tool_call=wrap, awrap_tool_call=awrap, guards=guards)
+    return AgentToolNode(tools, wrap_tool_call=wrap, awrap_tool_call=awrap, guards=guards, route=route)
 
 
 def _config_of(request: Any) -> Any:
@@ -228,6 +233,26 @@ def _to_langgraph(request: ToolCallRequest) -> LangGraphToolCallRequest:
     )
 
 
+Route = Callable[[Any, Any, RunnableConfig], Any]
+"""Where a run goes after a tool task: ``route(state after the task, runtime, config)``."""
+
+
+def _written_messages(output: Any) -> list[Any]:
+    """The messages a tool node's output writes to this graph's ``messages``, in order (a dict, a ``Command``'s
+    update, or a list of them; a ``Command`` to the parent graph writes nothing here)."""
+    if isinstance(output, dict):
+        written = output.get("messages")
+        return list(written) if isinstance(written, (list, tuple)) else [] if written is None else [written]
+    if isinstance(output, Command):
+        if output.graph is not None or output.update is None:
+            return []
+        return [m for key, value in update_pairs(output) if key == "messages"
+                for m in (value if isinstance(value, (list, tuple)) else [value])]
+    if isinstance(output, (list, tuple)):
+        return [m for part in output for m in _written_messages(part)]
+    return []
+
+
 def install_ledger(builder: Any, ledger: Ledger | None) -> None:
     """Put the call ledger (:mod:`middleware_kit.ledger`) around each tool execution of the agent graph ``builder``
     (before it is compiled); None: no ledger. Names in ``ledger`` that are no tool of the agent are an error."""
@@ -252,9 +277,11 @@ class AgentToolNode(ToolNode):
         wrap_tool_call: Callable[..., Any] | None,
         awrap_tool_call: Callable[..., Any] | None,
         guards: Guards,
+        route: Route | None = None,
     ) -> None:
         super().__init__(list(tools), wrap_tool_call=wrap_tool_call, awrap_tool_call=awrap_tool_call)
         self._guards = guards
+        self._route = route
 
     def _run_one(self, call: Any, input_type: Any, tool_runtime: Any) -> Any:
         __tracebackhide__ = True
@@ -312,17 +339,32 @@ class AgentToolNode(ToolNode):
         one = tool_node_one_call(self, input, config, runtime)
         if one is None:
             output = super()._func(input, config, runtime)
+            state = None
         else:
             call, input_type, tool_runtime = one
             output = self._combine_tool_outputs([self._run_one(call, input_type, tool_runtime)], input_type)
-        return self._guards.update(output, runtime)
+            state = tool_runtime.state
+        return self._routed(self._guards.update(output, runtime), input, state, config, runtime)
 
     async def _afunc(self, input: Any, config: RunnableConfig, runtime: Runtime[Any]) -> Any:
         __tracebackhide__ = True
         one = tool_node_one_call(self, input, config, runtime)
         if one is None:
             output = await super()._afunc(input, config, runtime)
+            state = None
         else:
             call, input_type, tool_runtime = one
             output = self._combine_tool_outputs([await self._arun_one(call, input_type, tool_runtime)], input_type)
-        return self._guards.update(output, runtime)
+            state = tool_runtime.state
+        return self._routed(self._guards.update(output, runtime), input, state, config, runtime)
+
+    def _routed(self, output: Any, input: Any, state: Any, config: RunnableConfig, runtime: Runtime[Any]) -> Any:
+        """``output`` with where the run goes next: the route decided on the state this task started from with the
+        task's own messages added (what a conditional edge after the node would read, one task at a time)."""
+        if self._route is None:
+            return output
+        if state is None:
+            state = self._extract_state(input, config)
+        messages = state.get("messages") if isinstance(state, Mapping) else None
+        after = {"messages": [*(messages or ()), *_written_messages(output)]}
+        return with_goto(output, self._route(after, runtime, config))
