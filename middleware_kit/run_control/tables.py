@@ -212,6 +212,9 @@ def store_for(saver: Any, stores: weakref.WeakKeyDictionary[Any, S], kinds: dict
     """The store of ``saver``'s database in ``stores`` (one per checkpointer object), made on first use: the SQL
     store class of its lease kind in ``kinds``, else ``memory``."""
     saver = unwrapped(saver)
+    found = stores.get(saver)  # made once per checkpointer: every later call finds it without the lock
+    if found is not None:
+        return found
     with _LOCK:
         found = stores.get(saver)
         if found is None:
