@@ -126,11 +126,15 @@ def _counting(request: LangGraphToolCallRequest, execute: Callable[..., Any]) ->
 
 def _counted(request: LangGraphToolCallRequest, execute: Callable[..., Any]) -> Any:
     __tracebackhide__ = True
+    if run_lifecycle(request.runtime, _config_of(request)) is None:  # nothing to time: no driver step for it
+        return execute(request)
     return run_sync(_counting(request, execute))
 
 
 async def _acounted(request: LangGraphToolCallRequest, execute: Callable[..., Any]) -> Any:
     __tracebackhide__ = True
+    if run_lifecycle(request.runtime, _config_of(request)) is None:
+        return await execute(request)
     return await run_async(_counting(request, execute))
 
 
