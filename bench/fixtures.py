@@ -172,7 +172,14 @@ class CountingSaver(InMemorySaver):
 
 
 def clear_saver(saver: InMemorySaver) -> None:
-    """Drop every stored thread (between timed batches, so memory and GC work do not grow over the run)."""
+    """Drop every stored thread (between timed batches, so memory and GC work do not grow over the run), and the
+    call ledger's records of those threads, as an app deleting a thread does (docs/exactly_once.md): the records
+    live beside the checkpoints until then."""
+    from middleware_kit.ledger import ledger_store
+
+    store = ledger_store(saver)
+    for thread_id in list(saver.storage):
+        store.delete_thread(thread_id)
     saver.storage.clear()
     saver.writes.clear()
     saver.blobs.clear()
