@@ -42,11 +42,12 @@ from middleware_kit.types import ToolCallRequest
 
 __all__ = ["AgentToolNode", "install_ledger", "tool_node"]
 
-_EXECUTE: ContextVar[Callable[[LangGraphToolCallRequest], Any] | None] = ContextVar(
+_EXECUTE: ContextVar[tuple[Callable[[LangGraphToolCallRequest], Any], Any, Any] | None] = ContextVar(
     "middleware_kit_tool_execute", default=None
 )
 """``ToolNode``'s execute callable of the current tool call, for the base of the composed tool chain (the chain is
-composed once per agent; the callable is per call). A ContextVar: each call sees its own."""
+composed once per agent; the callable is per call), with ``ToolNode``'s request and ours made from it (the base hands
+``ToolNode`` its own request back when no wrapper replaced ours). A ContextVar: each call sees its own."""
 
 
 def tool_node(
@@ -153,10 +154,11 @@ def _tool_call(
     """One call through the chain. ``traced_config`` (traced runs): the call's config, made current so the
     outermost hook run hangs off the ``tools`` task's run."""
     __tracebackhide__ = True
-    token = _EXECUTE.set(execute)
+    ours = _from_langgraph(request)
+    token = _EXECUTE.set((execute, request, ours))
     context = None if traced_config is None else var_child_runnable_config.set(traced_config)
     try:
-        result, _ = yield from call_flow(chain, achain, _from_langgraph(request))
+        result, _ = yield from call_flow(chain, achain, ours)
     except BaseException as exc:
         life = run_lifecycle(request.runtime, _config_of(request))
         if life is not None:
@@ -177,9 +179,10 @@ def _base_flow(request: ToolCallRequest, traced: bool = False) -> Steps[Any]:
     child manager for the duration of the execution, and restored after.
     """
     __tracebackhide__ = True
-    execute = _EXECUTE.get()
-    if execute is None:
+    this_call = _EXECUTE.get()
+    if this_call is None:
         raise RuntimeError("middleware_kit: tool handler called outside a tool call")
+    execute, theirs, ours = this_call
     config = _config_of(request)
     life = run_lifecycle(request.runtime, config)
     started = time.perf_counter() if life is not None else 0.0
@@ -189,7 +192,7 @@ def _base_flow(request: ToolCallRequest, traced: bool = False) -> Steps[Any]:
         if current is not None and current.get("callbacks") is not None:
             saved, config["callbacks"], swapped = config.get("callbacks"), current["callbacks"], True
     try:
-        return (yield Step(execute, execute, _to_langgraph(request)))
+        return (yield Step(execute, execute, theirs if request is ours else _to_langgraph(request)))
     except GraphBubbleUp as exc:
         _note_bubble(exc)
         raise
