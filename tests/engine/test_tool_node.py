@@ -148,3 +148,37 @@ def test_a_resume_of_an_interrupted_tool_reruns_only_that_call() -> None:
     result = agent.invoke(Command(resume="yes"), config)
     assert ran["approve"] == 2  # the interrupted tool runs again on resume (LangGraph's rule), once
     assert _answers(result) == {"c1": "pay: yes"}
+
+
+# -- the route the tool node returns is routing only: streams and checkpoints carry what an edge would have left ------
+def _routed_agent(ran: Counter[str]) -> Any:
+    model = ScriptedChatModel([AIMessage("", tool_calls=[tool_call("fetch", {"url": "u"}, "c1")]), "done"])
+    return create_agent(model, _tools(ran), checkpointer=InMemorySaver())
+
+
+@pytest.mark.parametrize("mode", ["invoke", "ainvoke"])
+def test_the_tool_nodes_update_and_its_checkpoint_writes_carry_no_route(mode: str) -> None:
+    ran: Counter[str] = Counter()
+    agent = _routed_agent(ran)
+    config = {"configurable": {"thread_id": "t"}}
+    modes = ["updates", "values", "tasks", "debug", "checkpoints", "custom", "messages"]
+
+    async def collect() -> list[Any]:
+        return [c async for c in agent.astream({"messages": [HumanMessage("go")]}, config, stream_mode=modes)]
+
+    chunks = (list(agent.stream({"messages": [HumanMessage("go")]}, config, stream_mode=modes)) if mode == "invoke"
+              else asyncio.run(collect()))
+    assert ran == Counter({"fetch:u": 1})
+    tool_updates = [data["tools"] for kind, data in chunks if kind == "updates" and "tools" in data]
+    assert len(tool_updates) == 1 and set(tool_updates[0]) == {"messages"}
+    assert [m.content for m in tool_updates[0]["messages"]] == ["page u"]
+    assert not any(isinstance(data, Command) or "Command(" in repr(data) for _, data in chunks)
+    # the tools task wrote its message and the step to the model: what the edge after the node used to write
+    saver = agent.checkpointer
+    writes = [(channel, value) for (thread, _ns, _cid), per_task in saver.writes.items() if thread == "t"
+              for (_task, channel, (kind, raw), _path) in per_task.values()
+              for value in [saver.serde.loads_typed((kind, raw))]]
+    tool_writes = [channel for channel, value in writes if channel == "messages"
+                   and any(isinstance(m, ToolMessage) for m in (value if isinstance(value, list) else [value]))]
+    assert tool_writes == ["messages"]
+    assert "branch:to:model" in [channel for channel, _ in writes]
