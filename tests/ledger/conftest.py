@@ -1,20 +1,23 @@
-"""Fixtures of the ledger tests: the PostgreSQL server of ``tests/integration`` (re-exported, not copied), and the
+"""Fixtures of the ledger tests: the PostgreSQL server of ``tests/integration`` (re-exported, not copied), the
 database the crash matrices' workers share (``database``: SQLite or PostgreSQL, with the ``effects`` table their tools
-commit each effect to)."""
+commit each effect to), and the in-process tests' checkpointer (``saver``: in memory or SQLite, for ``invoke`` and
+``ainvoke``)."""
 
 from __future__ import annotations
 
 import signal
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.helpers import WorkerProcess
 from tests.integration.conftest import postgres_dsn
+from tests.run_control.helpers import saver_for
 
-__all__ = ["Database", "database", "expect_killed", "postgres_dsn"]
+__all__ = ["Database", "database", "expect_killed", "kind", "mode", "postgres_dsn", "saver"]
 
 
 class Database:
@@ -70,3 +73,19 @@ def expect_killed(worker: WorkerProcess, thread: str) -> int:
     assert worker.proc.stderr is not None
     assert status == -signal.SIGKILL, f"{thread} exited {status}: {worker.proc.stderr.read()[-3000:]}"
     return status
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def kind(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture(params=["invoke", "ainvoke"])
+def mode(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+async def saver(kind: str, mode: str, tmp_path: Path) -> AsyncIterator[Any]:
+    async with saver_for(kind, mode, tmp_path) as found:
+        yield found

@@ -6,8 +6,7 @@ it off. A crash is a ``Crash`` (a ``BaseException``, as ``KeyboardInterrupt``) r
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any, cast
 
 import pytest
@@ -32,7 +31,7 @@ from middleware_kit.ledger import (
 )
 from middleware_kit.ledger.policy import RESPONSE_SCHEMA
 from middleware_kit.testing import ScriptedChatModel, tool_call
-from tests.run_control.helpers import assert_paired, call, cfg, saver_for
+from tests.run_control.helpers import assert_paired, call, cfg
 
 
 class Crash(BaseException):
@@ -82,22 +81,6 @@ def model(*calls: tuple[str, str, str]) -> ScriptedChatModel:
 
     turn = AIMessage("", tool_calls=[tool_call(n, {"ref": r}, id=i) for n, r, i in calls])
     return ScriptedChatModel([turn], default=final)
-
-
-@pytest.fixture(params=["memory", "sqlite"])
-def kind(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
-@pytest.fixture(params=["invoke", "ainvoke"])
-def mode(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
-@pytest.fixture
-async def saver(kind: str, mode: str, tmp_path: Path) -> AsyncIterator[Any]:
-    async with saver_for(kind, mode, tmp_path) as found:
-        yield found
 
 
 async def crashed(agent: Any, mode: str, inp: Any, thread: str) -> None:

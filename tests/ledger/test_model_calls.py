@@ -10,8 +10,7 @@ after a middleware's model call, on SQLite and PostgreSQL.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
-from pathlib import Path
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -27,7 +26,7 @@ from middleware_kit.middlewares.llm_tool_emulator import LLMToolEmulator
 from middleware_kit.middlewares.llm_tool_selector import SELECT_TOOLS_NAME, LLMToolSelectorMiddleware
 from middleware_kit.middlewares.summarization import SummarizationMiddleware
 from middleware_kit.testing import ScriptedChatModel, tool_call
-from tests.run_control.helpers import call, cfg, saver_for
+from tests.run_control.helpers import call, cfg
 
 
 class Crash(BaseException):
@@ -83,22 +82,6 @@ def search_web(query: str) -> str:
 def pay(ref: str) -> str:
     """Pay."""
     raise AssertionError("emulated, never run")
-
-
-@pytest.fixture(params=["memory", "sqlite"])
-def kind(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
-@pytest.fixture(params=["invoke", "ainvoke"])
-def mode(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
-@pytest.fixture
-async def saver(kind: str, mode: str, tmp_path: Path) -> AsyncIterator[Any]:
-    async with saver_for(kind, mode, tmp_path) as found:
-        yield found
 
 
 def history(text: str) -> dict[str, Any]:
