@@ -179,10 +179,7 @@ def _base_flow(request: ToolCallRequest, traced: bool = False) -> Steps[Any]:
     child manager for the duration of the execution, and restored after.
     """
     __tracebackhide__ = True
-    this_call = _EXECUTE.get()
-    if this_call is None:
-        raise RuntimeError("middleware_kit: tool handler called outside a tool call")
-    execute, theirs, ours = this_call
+    execute, given = _execution(request)
     config = _config_of(request)
     life = run_lifecycle(request.runtime, config)
     started = time.perf_counter() if life is not None else 0.0
@@ -192,7 +189,7 @@ def _base_flow(request: ToolCallRequest, traced: bool = False) -> Steps[Any]:
         if current is not None and current.get("callbacks") is not None:
             saved, config["callbacks"], swapped = config.get("callbacks"), current["callbacks"], True
     try:
-        return (yield Step(execute, execute, theirs if request is ours else _to_langgraph(request)))
+        return (yield Step(execute, execute, given))
     except GraphBubbleUp as exc:
         _note_bubble(exc)
         raise
@@ -203,9 +200,25 @@ def _base_flow(request: ToolCallRequest, traced: bool = False) -> Steps[Any]:
             life.count_tool_call(time.perf_counter() - started)
 
 
+def _execution(request: ToolCallRequest) -> tuple[Callable[..., Any], LangGraphToolCallRequest]:
+    """``ToolNode``'s execute of the current call, and the request to hand it: its own when no wrapper replaced ours."""
+    this_call = _EXECUTE.get()
+    if this_call is None:
+        raise RuntimeError("middleware_kit: tool handler called outside a tool call")
+    execute, theirs, ours = this_call
+    return execute, theirs if request is ours else _to_langgraph(request)
+
+
 def _base(request: ToolCallRequest) -> Any:
     __tracebackhide__ = True
-    return run_sync(_base_flow(request))
+    if run_lifecycle(request.runtime, _config_of(request)) is not None:
+        return run_sync(_base_flow(request))
+    execute, given = _execution(request)  # nothing to time: no driver step for it (as in _counted)
+    try:
+        return execute(given)
+    except GraphBubbleUp as exc:
+        _note_bubble(exc)
+        raise
 
 
 async def _abase(request: ToolCallRequest) -> Any:

@@ -236,8 +236,9 @@ class ControlledAgent(CompiledAgent[Any]):
         try:
             _register(backend, handle)
             saver: BaseCheckpointSaver[Any] = self.checkpointer  # type: ignore[assignment]
-            thread = self._thread_config(config)
-            if self.run_control.on_pending_input == "queue" and is_new_input(input):
+            queue = self.run_control.on_pending_input == "queue"
+            thread: RunnableConfig = self._thread_config(config) if queue else {}  # only a queueing run reads it
+            if queue and is_new_input(input):
                 pending = [i.id for i in pending_interrupts(saver.get_tuple(thread))]
                 if not drive(queue_flow(input, handle, pending), backend):
                     yield from self._held(kwargs, handle, self.get_state(thread))
@@ -251,7 +252,7 @@ class ControlledAgent(CompiledAgent[Any]):
                     yield from super(ControlledAgent, graph).stream(input, run_config, **run_kwargs)
                 except (LangGraphUnknownInterruptError, GraphDrained) as exc:
                     raise drive(self._refused(exc, handle), backend) from exc
-                if self.run_control.on_pending_input != "queue" or handle.stop_kind is not None:
+                if not queue or handle.stop_kind is not None:
                     break
                 if pending_interrupts(saver.get_tuple(thread)):
                     break
@@ -259,7 +260,8 @@ class ControlledAgent(CompiledAgent[Any]):
                 if not found:
                     break
         finally:
-            BEATS.remove(handle)
+            if backend.expires:
+                BEATS.remove(handle)
             _unregister(backend, handle)
             backend.release(handle.thread_id, handle.run_id)
         _outcome(handle)
@@ -286,8 +288,9 @@ class ControlledAgent(CompiledAgent[Any]):
         try:
             _register(backend, handle)
             saver: BaseCheckpointSaver[Any] = self.checkpointer  # type: ignore[assignment]
-            thread = self._thread_config(config)
-            if self.run_control.on_pending_input == "queue" and is_new_input(input):
+            queue = self.run_control.on_pending_input == "queue"
+            thread: RunnableConfig = self._thread_config(config) if queue else {}  # only a queueing run reads it
+            if queue and is_new_input(input):
                 pending = [i.id for i in pending_interrupts(await saver.aget_tuple(thread))]
                 if not await adrive(queue_flow(input, handle, pending), backend):
                     for chunk in self._held(kwargs, handle, await self.aget_state(thread)):
@@ -303,7 +306,7 @@ class ControlledAgent(CompiledAgent[Any]):
                         yield chunk
                 except (LangGraphUnknownInterruptError, GraphDrained) as exc:
                     raise await adrive(self._refused(exc, handle), backend) from exc
-                if self.run_control.on_pending_input != "queue" or handle.stop_kind is not None:
+                if not queue or handle.stop_kind is not None:
                     break
                 if pending_interrupts(await saver.aget_tuple(thread)):
                     break

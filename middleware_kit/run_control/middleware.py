@@ -138,16 +138,20 @@ def _abandoned_tool(handle: RunHandle, request: ToolCallRequest) -> ToolMessage:
     )
 
 
+def _done(task: asyncio.Future[T]) -> T:
+    return task.result()
+
+
 def _discard(task: asyncio.Future[Any]) -> None:
     if not task.cancelled():
         task.exception()  # retrieved: the result of abandoned work is dropped
 
 
-def _result_of(handle: RunHandle, result: Callable[[], T]) -> tuple[bool, T | None]:
-    """(True, ``result()``); (False, None) when it raises ``InternalCallAbandoned`` for this run's stop (a layer's
-    own model call was cut: the call is answered as stopped)."""
+def _result_of(handle: RunHandle, result: Callable[[Any], T], request: Any) -> tuple[bool, T | None]:
+    """(True, ``result(request)``); (False, None) when it raises ``InternalCallAbandoned`` for this run's stop (a
+    layer's own model call was cut: the call is answered as stopped)."""
     try:
-        return True, result()
+        return True, result(request)
     except InternalCallAbandoned:
         if handle.check() is None:
             raise
@@ -167,7 +171,7 @@ async def _race(handle: RunHandle, work: Awaitable[T]) -> tuple[bool, T | None]:
         raise
     stopped.cancel()
     if task in done:
-        return _result_of(handle, task.result)
+        return _result_of(handle, _done, task)
     task.cancel()
     task.add_done_callback(_discard)
     handle.check()
@@ -272,7 +276,7 @@ class RunControlMiddleware(FrozenConfig, AgentMiddleware[RunControlState, Any]):
         handle.adopt(request.state)
         if handle.check() is not None:
             return _stopped_model(handle)
-        finished, response = _result_of(handle, lambda: handler(request))
+        finished, response = _result_of(handle, handler, request)
         if not finished or response is None or handle.check() is not None:  # stopped meanwhile: answer discarded
             return _stopped_model(handle)
         return self._answered(handle, response)
@@ -296,7 +300,7 @@ class RunControlMiddleware(FrozenConfig, AgentMiddleware[RunControlState, Any]):
         handle.adopt(request.state)
         if handle.check() is not None:
             return _stopped_tool(handle, request)
-        finished, result = _result_of(handle, lambda: handler(request))
+        finished, result = _result_of(handle, handler, request)
         if not finished or result is None:
             return _stopped_tool(handle, request)
         return result  # it ran: its real answer stands, and the run stops at its next check
