@@ -182,3 +182,48 @@ def test_the_tool_nodes_update_and_its_checkpoint_writes_carry_no_route(mode: st
                    and any(isinstance(m, ToolMessage) for m in (value if isinstance(value, list) else [value]))]
     assert tool_writes == ["messages"]
     assert "branch:to:model" in [channel for channel, _ in writes]
+
+
+class SwallowsEverything(AgentMiddleware):
+    """A careless ``wrap_tool_call`` that turns any exception into an answer, an interrupt included."""
+
+    def wrap_tool_call(self, request: Any, handler: Any) -> Any:
+        try:
+            return handler(request)
+        except BaseException:
+            return ToolMessage("swallowed", tool_call_id=request.tool_call["id"], name=request.tool_call["name"])
+
+    async def awrap_tool_call(self, request: Any, handler: Any) -> Any:
+        try:
+            return await handler(request)
+        except BaseException:
+            return ToolMessage("swallowed", tool_call_id=request.tool_call["id"], name=request.tool_call["name"])
+
+
+@pytest.mark.parametrize("mode", ["invoke", "ainvoke"])
+@pytest.mark.parametrize("run_control", [True, False])
+def test_an_interrupt_in_a_tool_is_not_swallowed_by_a_wrapper(mode: str, run_control: bool) -> None:
+    """The chain's base runs the tool without a driver step when there is nothing to time; an ``interrupt()`` in the
+    tool still pauses the run, whatever a wrapper does with it, and the resume runs the tool once more, to its end."""
+    from langgraph.types import interrupt
+
+    asked: list[str] = []
+
+    @tool
+    def pay(amount: int) -> str:
+        """Pay."""
+        answer = interrupt(f"pay {amount}?")
+        asked.append(answer)
+        return f"paid {amount}: {answer}"
+
+    model = ScriptedChatModel([AIMessage("", tool_calls=[tool_call("pay", {"amount": 5}, id="p1")]),
+                               AIMessage("done")])
+    agent = create_agent(model, [pay], middleware=[SwallowsEverything()], checkpointer=InMemorySaver(),
+                         run_control=None if run_control else False)
+    config = {"configurable": {"thread_id": f"swallow-{mode}-{run_control}"}}
+    paused = _run(agent, {"messages": [HumanMessage("go")]}, config, mode)
+    assert [i.value for i in paused["__interrupt__"]] == ["pay 5?"]
+    assert "swallowed" not in _answers(agent.get_state(config).values).values()
+    done = _run(agent, Command(resume="yes"), config, mode)
+    assert _answers(done) == {"p1": "paid 5: yes"} and asked == ["yes"]
+    assert done["messages"][-1].content == "done"
