@@ -22,6 +22,26 @@ def tool_then_answer(name: str = "add", args: dict[str, Any] | None = None, answ
     )
 
 
+def shared_checkpoints(kind: str, target: str) -> None:
+    """Make the checkpoint database that worker processes share: ``kind`` ``"sqlite"`` (``target`` a file path: the
+    saver's tables, in WAL mode so readers and a writer overlap) or ``"postgres"`` (``target`` a DSN)."""
+    if kind == "sqlite":
+        import sqlite3
+
+        from langgraph.checkpoint.sqlite import SqliteSaver
+
+        conn = sqlite3.connect(target, check_same_thread=False)
+        SqliteSaver(conn).setup()
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.commit()
+        conn.close()
+        return
+    from langgraph.checkpoint.postgres import PostgresSaver
+
+    with PostgresSaver.from_conn_string(target) as saver:
+        saver.setup()
+
+
 def kinds(messages: list[BaseMessage]) -> list[str]:
     return [type(m).__name__ for m in messages]
 

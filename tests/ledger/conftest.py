@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import WorkerProcess
+from tests.helpers import WorkerProcess, shared_checkpoints
 from tests.integration.conftest import postgres_dsn
 from tests.run_control.helpers import saver_for
 
@@ -43,22 +43,13 @@ class Database:
 def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Database]:
     if request.param == "sqlite":
         target = str(tmp_path / "agent.sqlite")
-        from langgraph.checkpoint.sqlite import SqliteSaver
-
-        conn = sqlite3.connect(target, check_same_thread=False)
-        SqliteSaver(conn).setup()
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.commit()
-        conn.close()
+        shared_checkpoints("sqlite", target)
         with sqlite3.connect(target + ".effects") as effects:
             effects.execute("CREATE TABLE effects (tool TEXT NOT NULL, ref TEXT NOT NULL, key TEXT NOT NULL)")
         yield Database("sqlite", target)
         return
     dsn: str = request.getfixturevalue("postgres_dsn")
-    from langgraph.checkpoint.postgres import PostgresSaver
-
-    with PostgresSaver.from_conn_string(dsn) as saver:
-        saver.setup()
+    shared_checkpoints("postgres", dsn)
     import psycopg
 
     with psycopg.connect(dsn, autocommit=True) as pg:

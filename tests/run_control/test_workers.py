@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
-from tests.helpers import WorkerProcess
+from tests.helpers import WorkerProcess, shared_checkpoints
 from tests.run_control.helpers import assert_paired
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -91,22 +91,13 @@ class Database:
 def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Database]:
     if request.param == "sqlite":
         target = str(tmp_path / "shared.sqlite")
-        from langgraph.checkpoint.sqlite import SqliteSaver
-
-        conn = sqlite3.connect(target, check_same_thread=False)
-        SqliteSaver(conn).setup()
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.commit()
-        conn.close()
+        shared_checkpoints("sqlite", target)
         with sqlite3.connect(target + ".ledger") as ledger:
             ledger.execute("CREATE TABLE tool_runs (ref TEXT NOT NULL, worker TEXT NOT NULL, pid INTEGER)")
         yield Database("sqlite", target)
         return
     dsn: str = request.getfixturevalue("postgres_dsn")
-    from langgraph.checkpoint.postgres import PostgresSaver
-
-    with PostgresSaver.from_conn_string(dsn) as saver:
-        saver.setup()
+    shared_checkpoints("postgres", dsn)
     db = Database("postgres", dsn)
     db.execute("CREATE TABLE IF NOT EXISTS tool_runs (ref text NOT NULL, worker text NOT NULL, pid int)")
     yield db
