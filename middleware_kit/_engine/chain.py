@@ -66,8 +66,9 @@ SyncHandler = Callable[[Any], Any]
 AsyncHandler = Callable[[Any], Awaitable[Any]]
 Normalize = Callable[[object, int, Any], Any]
 """How a wrap layer normalizes what its hook returned: ``normalize(value, depth, request)``."""
-InvokeOf = Callable[[Any], Callable[[Any], Any]]
-"""How a wrap layer calls its hook, given the next handler: ``invoke_of(nxt)(request)``."""
+InvokeOf = Callable[[Any], tuple[Callable[[Any, Any], Any], Any]]
+"""How a wrap layer calls its hook, given the next handler: ``call, arg = invoke_of(nxt)``, then ``call(request, arg)``
+for each request (a classic hook is ``(fn, nxt)`` itself: no frame of ours between the layer and the hook)."""
 
 
 @dataclass(slots=True)
@@ -341,28 +342,29 @@ def _wrap_build(
     nxt: Any, depth: int, *, awaiting: bool, invoke_of: InvokeOf, tracks: bool, normalize: Normalize, owner: str,
     hook: str,
 ) -> Any:
-    """The handler of a ``wrap_*_call`` layer in one mode: ``invoke_of(nxt)(request)`` calls the hook (a classic
-    ``fn(request, handler)`` or a flow run by the engine's driver, see :func:`_flow_invoke`), awaited under
-    ``ainvoke``; what it returns is normalized; around it, :class:`_LayerCall`. Plain closures, not an engine body:
-    this is the hot path of every model and tool call (bench/README.md). Under ``invoke`` the layer calls the
-    guard's two steps itself (a ``try`` costs nothing until it raises; the ``with`` protocol costs two calls)."""
-    invoke = invoke_of(nxt)
+    """The handler of a ``wrap_*_call`` layer in one mode: ``call(request, arg)`` (from ``invoke_of(nxt)``) calls the
+    hook (a classic ``fn(request, handler)`` or a flow run by the engine's driver, see :func:`_flow_invoke`), awaited
+    under ``ainvoke``; what it returns is normalized; around it, :class:`_LayerCall`. Plain closures, not an engine
+    body: this is the hot path of every model and tool call (bench/README.md). Under ``invoke`` the layer does the
+    guard's two steps itself (a ``try`` costs nothing until it raises; the ``with`` protocol costs two calls, and the
+    entry check is inline: no call unless the call has commands)."""
+    call, arg = invoke_of(nxt)
     guard = _LayerCall(depth, owner, hook, _code_of(nxt), tracks)
     if awaiting:
 
         async def alayer(request: Any) -> Any:
             __tracebackhide__ = True
             with guard:
-                return normalize(await invoke(request), depth, request)
+                return normalize(await call(request, arg), depth, request)
 
         return alayer
 
     def layer(request: Any) -> Any:
         __tracebackhide__ = True
-        if tracks:
+        if tracks and (state := _CALL.get()) is not None and state.commands:
             guard.__enter__()
         try:
-            return normalize(invoke(request), depth, request)
+            return normalize(call(request, arg), depth, request)
         except BaseException as exc:
             guard.failed(exc)
             raise
@@ -373,12 +375,8 @@ def _wrap_build(
 def _hook_invoke(fn: Callable[..., Any]) -> InvokeOf:
     """``invoke_of`` of a classic wrap hook: ``fn(request, next_handler)``."""
 
-    def invoke_of(nxt: Any) -> Callable[[Any], Any]:
-        def invoke(request: Any) -> Any:
-            __tracebackhide__ = True
-            return fn(request, nxt)
-
-        return invoke
+    def invoke_of(nxt: Any) -> tuple[Callable[[Any, Any], Any], Any]:
+        return fn, nxt
 
     return invoke_of
 
@@ -389,14 +387,12 @@ def _flow_invoke(
     """``invoke_of`` of a flow hook: its generator run by the engine's driver for the mode (``run``), with
     ``call_of(nxt)`` giving what its yields mean."""
 
-    def invoke_of(nxt: Any) -> Callable[[Any], Any]:
-        call = call_of(nxt)
+    def invoke(request: Any, call: Callable[[Any], Any]) -> Any:
+        __tracebackhide__ = True
+        return run(flow_fn(request), call)
 
-        def invoke(request: Any) -> Any:
-            __tracebackhide__ = True
-            return run(flow_fn(request), call)
-
-        return invoke
+    def invoke_of(nxt: Any) -> tuple[Callable[[Any, Any], Any], Any]:
+        return invoke, call_of(nxt)
 
     return invoke_of
 

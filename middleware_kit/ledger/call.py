@@ -106,7 +106,9 @@ def ledgered(
     storable: Callable[[Any], Any] = lambda result: result,
 ) -> Steps[Any]:
     """The tool call ``execute`` runs, through the ledger (module doc). ``storable``: a result as it may be recorded
-    (the agent's message guards applied: what the checkpoint would keep, never a raw value a guard redacts)."""
+    (the agent's message guards applied: what the checkpoint would keep, never a raw value a guard redacts).
+
+    One body, every step of a call in it: this runs around each tool call of an agent with a checkpointer."""
     __tracebackhide__ = True
     found = _recorded_at(policy, request, config)
     if found is None or policy is None:
@@ -115,30 +117,24 @@ def ledgered(
     idem = idempotency_key(key)
     request, config = _with_key(request, config, idem)
     entry: Entry | None = yield Step(store.claim, store.aclaim, key, request.tool.name)
-    ran = _RAN.get()
-    first = ran is None or key not in ran
-    if ran is not None:
-        ran.add(key)
-    if entry is not None and entry.status == "finished" and first:
-        return store.serde.loads_typed(entry.result)  # a replay: the recorded result, the tool does not run
-    if entry is not None and entry.status == "started":
-        call = _in_doubt(request, key, entry, idem, storable)
-        decision = yield from _reconcile(policy, request, call)
-        if not isinstance(decision, Retry):
-            result = answer(decision, call)
-            yield Step(store.finish, store.afinish, key, entry.attempt, *store.serde.dumps_typed(storable(result)))
-            return result
-    attempt = 1 if entry is None else (yield Step(store.restart, store.arestart, key))
-    return (yield from _run(store, key, attempt, idem, (request, config), execute, storable))
-
-
-def _run(store: LedgerStore, key: CallKey, attempt: int, idem: str, call: tuple[Any, RunnableConfig],
-         execute: Execute, storable: Callable[[Any], Any]) -> Steps[Any]:
-    """Run the tool (``attempt`` of ``key``, recorded as started), then record its result."""
-    __tracebackhide__ = True
+    if entry is None:
+        attempt = 1
+        _ran(key)
+    else:
+        first = _ran(key)
+        if entry.status == "finished" and first:
+            return store.serde.loads_typed(entry.result)  # a replay: the recorded result, the tool does not run
+        if entry.status == "started":
+            call = _in_doubt(request, key, entry, idem, storable)
+            decision = yield from _reconcile(policy, request, call)
+            if not isinstance(decision, Retry):
+                result = answer(decision, call)
+                yield Step(store.finish, store.afinish, key, entry.attempt, *store.serde.dumps_typed(storable(result)))
+                return result
+        attempt = yield Step(store.restart, store.arestart, key)
     token = CURRENT.set(idem)
     try:
-        result = yield execute(*call)
+        result = yield execute(request, config)
     except Exception:
         yield Step(store.forget, store.aforget, key, attempt)
         raise
@@ -146,6 +142,16 @@ def _run(store: LedgerStore, key: CallKey, attempt: int, idem: str, call: tuple[
         CURRENT.reset(token)
     yield Step(store.finish, store.afinish, key, attempt, *store.serde.dumps_typed(storable(result)))
     return result
+
+
+def _ran(key: CallKey) -> bool:
+    """Note that ``key`` runs in the current tool task run; whether this is its first execution there."""
+    ran = _RAN.get()
+    if ran is None:
+        return True
+    first = key not in ran
+    ran.add(key)
+    return first
 
 
 def _shown_args(args: dict[str, Any], storable: Callable[[Any], Any]) -> dict[str, Any]:

@@ -4,15 +4,17 @@ policy sees it; where a middleware's model call is recorded, and its recorded an
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 __all__ = ["Answer", "CallKey", "Entry", "InDoubtCall", "ModelCallKey"]
 
 
-@dataclass(frozen=True, slots=True)
-class CallKey:
+class CallKey(NamedTuple):
     """Where one tool call is recorded: its thread, the checkpoint namespace of the tool task running it (which
-    holds the task id, so a tool call id a provider reuses in a later turn is a new call), and the tool call id."""
+    holds the task id, so a tool call id a provider reuses in a later turn is a new call), and the tool call id.
+
+    A named tuple, not a dataclass: it is hashed several times per tool call (the store's row, the task run's set),
+    and a tuple's hash is computed in C."""
 
     thread_id: str
     checkpoint_ns: str

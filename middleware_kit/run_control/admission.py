@@ -9,10 +9,10 @@ What is LangGraph's and what is ours:
   (``InterruptAlreadyResolvedError``: this thread resolved it, in this or another process) from an id it never had.
 - Ours, because LangGraph accepts them: a resume without ids on a thread that has nothing pending (LangGraph resumes
   it as if from a breakpoint: a fresh run, or a silent replay of a finished one) and new input while a review is
-  pending (``on_pending_input``). Both are :func:`admit_flow`.
+  pending (``on_pending_input``). Both are :func:`admit`.
 
-Each flow is a generator of :class:`~middleware_kit.run_control.lease.Call` steps on the lease backend, driven by
-``lease.drive`` under ``invoke`` and ``lease.adrive`` under ``ainvoke``.
+What needs the lease backend's data is a flow: a generator of :class:`~middleware_kit.run_control.lease.Call` steps
+on the backend, driven by ``lease.drive`` under ``invoke`` and ``lease.adrive`` under ``ainvoke``.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from middleware_kit.run_control.errors import (
 )
 from middleware_kit.run_control.lease import Call, LeaseStep
 
-__all__ = ["admit_flow", "is_new_input", "pending_interrupts", "queue_flow", "refusal_flow"]
+__all__ = ["admit", "is_new_input", "pending_interrupts", "queue_flow", "refusal_flow"]
 
 _HEX = frozenset("0123456789abcdef")
 
@@ -65,30 +65,40 @@ def _targeted(resume: Any) -> list[str] | None:
     return None
 
 
-def admit_flow(input: Any, handle: RunHandle, pending: Sequence[str]) -> Generator[LeaseStep, Any, None]:
+def admit(input: Any, handle: RunHandle, pending: Sequence[str]) -> Generator[LeaseStep, Any, None] | None:
     """Admit ``input`` on a thread with ``pending`` interrupt ids, or raise (nothing was written yet). Sets
-    ``handle.answering``: the ids this run resolves (recorded before its first write)."""
-    thread_id = handle.thread_id
+    ``handle.answering``: the ids this run resolves (recorded before its first write).
+
+    Decided here, with no I/O, in every case but one: a resume that names no interrupt on a thread with none
+    pending. For that one the flow to drive on the lease backend is returned (it reads which interrupts were
+    resolved, and raises the error that says so); else None. Every run's first read comes here, so the common case
+    costs no driver."""
     if is_new_input(input):
         if not pending:
-            return
+            return None
         if handle.control.on_pending_input != "abandon":  # "queue" was decided before the run
-            raise PendingApprovalError(thread_id, pending)
+            raise PendingApprovalError(handle.thread_id, pending)
         handle.answering = tuple(pending)  # abandoned by this run
-        return
+        return None
     if not isinstance(input, Command) or input.resume is None:
-        return
+        return None
     targeted = _targeted(input.resume)
     if targeted is not None:
         handle.answering = tuple(targeted)  # LangGraph's strict resume checks them against `pending`
-        return
+        return None
     if not pending:
-        resolved: list[tuple[str, str]] = yield Call("resolved", (thread_id,))
-        if resolved:
-            newest, by = resolved[0]
-            raise InterruptAlreadyResolvedError(thread_id, newest, by)
-        raise NothingToResumeError(thread_id)
+        return _nothing_to_resume(handle.thread_id)
     handle.answering = tuple(pending)  # several: LangGraph's strict resume refuses it as ambiguous
+    return None
+
+
+def _nothing_to_resume(thread_id: str) -> Generator[LeaseStep, Any, None]:
+    """A resume on a thread with no pending interrupt: always an error; which one, the resolved interrupts say."""
+    resolved: list[tuple[str, str]] = yield Call("resolved", (thread_id,))
+    if resolved:
+        newest, by = resolved[0]
+        raise InterruptAlreadyResolvedError(thread_id, newest, by)
+    raise NothingToResumeError(thread_id)
 
 
 def queue_flow(input: Any, handle: RunHandle, pending: Sequence[str]) -> Generator[LeaseStep, Any, bool]:

@@ -57,7 +57,15 @@ from middleware_kit.run_control.errors import (
     UnsharedLeaseWarning,
 )
 from middleware_kit.run_control.heartbeat import BEATS, abeat
-from middleware_kit.run_control.lease import LeaseBackend, acquire_flow, adrive, backend_for, drive, shared
+from middleware_kit.run_control.lease import (
+    LeaseBackend,
+    acquire_flow,
+    adrive,
+    backend_for,
+    drive,
+    shared,
+    take_at_once,
+)
 from middleware_kit.run_control.saver import RunSaver
 
 __all__ = ["ControlledAgent", "acancel_run", "cancel_run", "with_run_control"]
@@ -167,6 +175,10 @@ class ControlledAgent(CompiledAgent[Any]):
                             wait=control.on_conflict == "wait" if wait is None else wait,
                             wait_timeout=control.wait_timeout, poll=control.poll_interval)
 
+    def _at_once(self, handle: RunHandle, backend: LeaseBackend) -> float | None:
+        """The lease taken at once, without a driver, when the backend is in-process (see :func:`take_at_once`)."""
+        return take_at_once(backend, handle.thread_id, handle.run_id, OWNER, self.run_control.ttl)
+
     def _configurable(self, config: RunnableConfig | None) -> dict[str, Any]:
         """The run's ``configurable`` (the agent's own, then the call's): all the lease needs of the config,
         without the cost of ``merge_configs`` (callbacks, tags) on every invoke."""
@@ -232,7 +244,8 @@ class ControlledAgent(CompiledAgent[Any]):
             return
         lease = self._lease(handle) if self._deferred(backend, input) else None
         if lease is None:
-            handle.leased(drive(self._lease(handle), backend))
+            sent = self._at_once(handle, backend)
+            handle.leased(drive(self._lease(handle), backend) if sent is None else sent)
         try:
             _register(backend, handle)
             saver: BaseCheckpointSaver[Any] = self.checkpointer  # type: ignore[assignment]
@@ -283,7 +296,8 @@ class ControlledAgent(CompiledAgent[Any]):
             return
         lease = self._lease(handle) if self._deferred(backend, input) else None
         if lease is None:
-            handle.leased(await adrive(self._lease(handle), backend))
+            sent = self._at_once(handle, backend)
+            handle.leased(await adrive(self._lease(handle), backend) if sent is None else sent)
         beat: asyncio.Task[None] | None = None
         try:
             _register(backend, handle)

@@ -54,6 +54,7 @@ __all__ = [
     "drive",
     "shared",
     "adrive",
+    "take_at_once",
 ]
 
 R = TypeVar("R")
@@ -98,6 +99,9 @@ class LeaseBackend:
     """The checkpointer whose threads this backend leases."""
     expires: bool = True
     """False for the in-process table: its holders release in ``finally`` and die with the process."""
+    in_process: bool = False
+    """True for the in-process table: its operations are dict updates under a lock, never I/O, so they may be called
+    from a running event loop (:func:`take_at_once`)."""
     reads_with_lease: bool = False
     """True when a run's first try for the lease travels with its first checkpoint read, in one round trip
     (PostgreSQL: the two statements pipelined): the run's saver takes the lease at that read (:func:`reading_flow`)
@@ -230,6 +234,16 @@ def acquire_flow(
         yield Call("dequeue", (thread_id, ticket))
 
 
+def take_at_once(backend: LeaseBackend, thread_id: str, run_id: str, owner: str, ttl: float) -> float | None:
+    """:func:`acquire_flow`'s first try on an in-process backend, with no driver (it is every run's first step):
+    when the statement that took the lease was sent; None when it was not taken (the thread is held, or runs wait
+    for it: the caller runs :func:`acquire_flow`, which waits its turn or raises) or the backend is not in-process."""
+    if not backend.in_process:
+        return None
+    sent = time.monotonic()
+    return sent if backend.try_acquire(thread_id, run_id, owner, ttl, None) is None else None
+
+
 def reading_flow(
     acquire: Generator[LeaseStep, Any, float], config: Any
 ) -> Generator[LeaseStep, Any, tuple[float, bool, Any]]:
@@ -292,6 +306,7 @@ class MemoryLeaseBackend(LeaseBackend):
     """Leases of one process (``InMemorySaver``): a dict under a lock. Leases do not expire (see module doc)."""
 
     expires = False
+    in_process = True
 
     def __init__(self, saver: Any = None) -> None:
         self.saver = saver
@@ -953,6 +968,9 @@ def shared(saver: Any) -> bool | None:
 
 def backend_for(saver: Any) -> LeaseBackend:
     """The lease backend living where ``saver`` keeps its checkpoints (one per checkpointer object)."""
+    found = _BACKENDS.get(saver)  # made once per checkpointer: every later run finds it without the lock
+    if found is not None:
+        return found
     with _BACKENDS_LOCK:
         found = _BACKENDS.get(saver)
         if found is None:

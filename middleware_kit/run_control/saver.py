@@ -8,7 +8,7 @@ lends it to the run's subgraphs as it lends any parent's), so everything the run
   (:func:`~middleware_kit.run_control.lease.reading_flow`); a busy thread raises ``ThreadBusyError`` (or the run
   waits its turn and reads again) before anything of the thread is used;
 - **admission**, on the run's first read of the thread (the checkpoint LangGraph itself loads, under the lease):
-  :func:`~middleware_kit.run_control.admission.admit_flow` may refuse the input before anything is written, at no
+  :func:`~middleware_kit.run_control.admission.admit` may refuse the input before anything is written, at no
   extra read;
 - **resolved interrupts**, right before the run's first write (so after LangGraph's strict resume accepted it): the
   interrupts it answers are recorded as resolved by this run, so a late duplicate is told apart from a resume that
@@ -35,7 +35,7 @@ from langgraph.checkpoint.base import (
 )
 
 from middleware_kit._engine.compat import put_writes_accepts_task_path
-from middleware_kit.run_control.admission import admit_flow, pending_interrupts
+from middleware_kit.run_control.admission import admit, pending_interrupts
 from middleware_kit.run_control.control import RunHandle
 from middleware_kit.run_control.lease import LeaseBackend, LeaseStep, adrive, drive, reading_flow
 
@@ -122,7 +122,8 @@ class RunSaver(BaseCheckpointSaver[Any]):
             run.taken(sent)
             if not read:
                 found = self.inner.get_tuple(config)
-        drive(admit_flow(run.input, run.handle, [i.id for i in pending_interrupts(found)]), run.backend)
+        if (lookup := admit(run.input, run.handle, [i.id for i in pending_interrupts(found)])) is not None:
+            drive(lookup, run.backend)
         return found
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
@@ -137,7 +138,8 @@ class RunSaver(BaseCheckpointSaver[Any]):
             run.taken(sent)
             if not read:
                 found = await self.inner.aget_tuple(config)
-        await adrive(admit_flow(run.input, run.handle, [i.id for i in pending_interrupts(found)]), run.backend)
+        if (lookup := admit(run.input, run.handle, [i.id for i in pending_interrupts(found)])) is not None:
+            await adrive(lookup, run.backend)
         return found
 
     def list(self, config: RunnableConfig | None, **kwargs: Any) -> Iterator[CheckpointTuple]:

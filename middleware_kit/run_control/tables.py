@@ -198,7 +198,7 @@ class AsyncPostgresTables(Tables):
 
 def unwrapped(saver: Any) -> Any:
     """The checkpointer a run's saver wraps (run control lends each run a ``RunSaver`` around the agent's)."""
-    while getattr(saver, "inner", None) is not None:
+    while "inner" in getattr(saver, "__dict__", ()):  # a dict lookup: no AttributeError made and dropped per call
         saver = saver.inner
     return saver
 
