@@ -50,6 +50,7 @@ from middleware_kit.types import ExtendedModelResponse, ModelRequest, ModelRespo
 __all__ = [
     "CallState",
     "Layer",
+    "ChainCall",
     "call_async",
     "call_flow",
     "call_sync",
@@ -166,24 +167,49 @@ async def _awaited(handler: AsyncHandler, request: Any) -> Any:
     return await handler(request)
 
 
+class ChainCall:
+    """One call through a composed chain, as a context manager around it: its :class:`CallState` is current while
+    the chain runs, and an interrupt a wrapper swallowed is raised again when the call ends (in place of the
+    wrapper's answer, or of the error that followed it). The rule of every entry point, stated once; a context
+    manager, so an entry point written as an engine body and one written as a plain call share it."""
+
+    __slots__ = ("_token", "state")
+
+    def __enter__(self) -> CallState:
+        self.state = state = CallState()
+        self._token = _CALL.set(state)
+        return state
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
+        ending = self.leave(exc)
+        if ending is not exc:
+            raise_instead(ending, exc)
+
+    def leave(self, exc: BaseException | None) -> BaseException | None:
+        """Leave the call; the exception it ends with, given the one it raised (None: none): a swallowed interrupt
+        wins over an answer or another error; an interrupt the call raised itself stands."""
+        _CALL.reset(self._token)
+        bubble = self.state.bubble
+        if bubble is None or isinstance(exc, GraphBubbleUp):
+            return exc
+        return bubble
+
+
+def raise_instead(ending: BaseException | None, exc: BaseException | None) -> None:
+    """Raise ``ending`` where ``exc`` (None: a result) was the outcome, hiding ``exc`` as its context."""
+    if ending is None:
+        return
+    if exc is None:
+        raise ending
+    raise ending from None
+
+
 def call_flow(chain: SyncHandler, achain: AsyncHandler | None, request: Any) -> Steps[tuple[Any, CallState]]:
     """Run a composed chain for one call (``chain`` under invoke, ``achain`` under ainvoke); re-raise a swallowed
-    interrupt."""
+    interrupt (:class:`ChainCall`)."""
     __tracebackhide__ = True
-    state = CallState()
-    token = _CALL.set(state)
-    try:
+    with ChainCall() as state:
         result = yield Step(chain, achain, request)
-    except GraphBubbleUp:
-        raise
-    except BaseException:
-        if state.bubble is not None:
-            raise state.bubble from None
-        raise
-    finally:
-        _CALL.reset(token)
-    if state.bubble is not None:
-        raise state.bubble
     return result, state
 
 

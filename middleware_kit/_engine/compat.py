@@ -14,6 +14,7 @@ from typing import Any
 from langchain_core._api import LangChainBetaWarning
 from langchain_core.language_models._compat_bridge import message_to_events
 from langchain_core.runnables import Runnable, RunnableConfig
+from langchain_core.runnables.config import ensure_config
 from langchain_core.tracers._streaming import _V2StreamingCallbackHandler as V2StreamingCallbackHandler
 from langgraph import errors as _errors
 from langgraph._internal._config import DEFAULT_RECURSION_LIMIT
@@ -129,13 +130,11 @@ def _runtime_fields(runtime: Any) -> tuple[str, ...]:
 def tool_node_one_call(node: ToolNode, input: Any, config: Any, runtime: Runtime[Any]) -> tuple[Any, ...] | None:
     """For an input holding exactly one tool call: ``(call, input_type, tool_runtime)`` as ``ToolNode`` builds them
     (so the call can run inline, without ``ToolNode``'s per-invoke thread pool); None for 0 or several calls."""
-    from langchain_core.runnables.config import get_config_list
-
     tool_calls, input_type = node._parse_input(input)
     if len(tool_calls) != 1:
         return None
     call = tool_calls[0]
-    cfg = get_config_list(config, 1)[0]
+    cfg = ensure_config(config)  # what ToolNode's get_config_list(config, 1) makes of the one config
     fields = {name: getattr(runtime, name) for name in _runtime_fields(runtime)}
     fields.update(
         state=node._extract_state(input, cfg),

@@ -126,7 +126,9 @@ def own_frame(middleware: Sequence[AgentMiddleware[Any, Any]], agent: str | None
 
 
 def _configurable(config: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
-    return config.get("configurable") if isinstance(config, Mapping) else None
+    if type(config) is dict or isinstance(config, Mapping):  # a config is a dict: no ABC check on every look
+        return config.get("configurable")
+    return None
 
 
 def enter(own: Frame | None, input: Any, config: RunnableConfig | None) -> tuple[Any, RunnableConfig | None]:

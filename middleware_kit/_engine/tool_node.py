@@ -26,7 +26,7 @@ from langgraph.prebuilt.tool_node import ToolInvocationError
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
-from middleware_kit._engine.chain import Layer, _note_bubble, call_flow, compose
+from middleware_kit._engine.chain import ChainCall, Layer, _note_bubble, compose, raise_instead
 from middleware_kit._engine.compat import tool_node_one_call, update_pairs
 from middleware_kit._engine.drive import Step, Steps, run_async, run_sync
 from middleware_kit._engine.guards import Guards
@@ -90,14 +90,16 @@ def tool_node(
         sync_h, _, config = chains(request)
         if sync_h is None:
             return _counted(request, execute)
-        return run_sync(_tool_call(request, execute, sync_h, None, config))
+        with _ToolCall(request, execute, config) as ours:
+            return sync_h(ours)
 
     async def awrap(request: LangGraphToolCallRequest, execute: Callable[..., Any]) -> Any:
         __tracebackhide__ = True
         _, async_h, config = chains(request)
         if async_h is None:
             return await _acounted(request, execute)
-        return await run_async(_tool_call(request, execute, _unreachable, async_h, config))
+        with _ToolCall(request, execute, config) as ours:
+            return await async_h(ours)
 
     return AgentToolNode(tools, wrap_tool_call=wrap, awrap_tool_call=awrap, guards=guards, route=route)
 
@@ -148,27 +150,41 @@ def _escaped(life: RunLifecycle, exc: BaseException, runtime: Any) -> None:
         life.failed(exc, runtime)
 
 
-def _tool_call(
-    request: LangGraphToolCallRequest, execute: Callable[..., Any], chain: Any, achain: Any, traced_config: Any
-) -> Steps[Any]:
-    """One call through the chain. ``traced_config`` (traced runs): the call's config, made current so the
-    outermost hook run hangs off the ``tools`` task's run."""
-    __tracebackhide__ = True
-    ours = _from_langgraph(request)
-    token = _EXECUTE.set((execute, request, ours))
-    context = None if traced_config is None else var_child_runnable_config.set(traced_config)
-    try:
-        result, _ = yield from call_flow(chain, achain, ours)
-    except BaseException as exc:
-        life = run_lifecycle(request.runtime, _config_of(request))
-        if life is not None:
-            _escaped(life, exc, request.runtime)
-        raise
-    finally:
-        if context is not None:
-            var_child_runnable_config.reset(context)
-        _EXECUTE.reset(token)
-    return result
+class _ToolCall(ChainCall):
+    """One call through the tool chain (a :class:`~middleware_kit._engine.chain.ChainCall`), entered by the tool
+    node's ``wrap`` and ``awrap`` alike: ``ToolNode``'s execute of the call is current for the chain's base, and
+    ``traced_config`` (traced runs), the call's config, is made current so the outermost hook run hangs off the
+    ``tools`` task's run. An exception leaving the chain fails or cancels the run's lifecycle (when it asked for
+    one). Entering returns our request for the call."""
+
+    __slots__ = ("_config_token", "_execute", "_execute_token", "_request", "_traced_config")
+
+    def __init__(self, request: LangGraphToolCallRequest, execute: Callable[..., Any], traced_config: Any) -> None:
+        self._request, self._execute, self._traced_config = request, execute, traced_config
+
+    def __enter__(self) -> ToolCallRequest:  # type: ignore[override]
+        request = self._request
+        ours = _from_langgraph(request)
+        self._execute_token = _EXECUTE.set((self._execute, request, ours))
+        traced = self._traced_config
+        self._config_token = None if traced is None else var_child_runnable_config.set(traced)
+        ChainCall.__enter__(self)
+        return ours
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
+        ending = self.leave(exc)
+        try:
+            if ending is not None:
+                request = self._request
+                life = run_lifecycle(request.runtime, _config_of(request))
+                if life is not None:
+                    _escaped(life, ending, request.runtime)
+        finally:
+            if self._config_token is not None:
+                var_child_runnable_config.reset(self._config_token)
+            _EXECUTE.reset(self._execute_token)
+        if ending is not exc:
+            raise_instead(ending, exc)
 
 
 def _base_flow(request: ToolCallRequest, traced: bool = False) -> Steps[Any]:
@@ -234,10 +250,6 @@ def _traced_base(request: ToolCallRequest) -> Any:
 async def _atraced_base(request: ToolCallRequest) -> Any:
     __tracebackhide__ = True
     return await run_async(_base_flow(request, traced=True))
-
-
-def _unreachable(request: Any) -> Any:
-    raise AssertionError("the sync chain of an async call")
 
 
 def _from_langgraph(request: LangGraphToolCallRequest) -> ToolCallRequest:
