@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import types
 from collections.abc import Awaitable, Callable, Generator
-from typing import Any, TypeAlias, TypeVar, cast
+from typing import Any, TypeAlias, TypeVar
 
 from middleware_kit._engine.bridge import blocking_form, run_sync_in_thread
 
@@ -100,6 +100,7 @@ def _drive(body: Generator[Any, Any, T], call: Callable[[Any], Any], awaiting: b
     __tracebackhide__ = True
     send, throw = body.send, body.throw
     resume, value = send, None
+    steps = call is call_step  # the sync default: each Step's sync_fn is called here, no frame of call_step's
     while True:
         try:
             yielded = resume(value)
@@ -107,7 +108,7 @@ def _drive(body: Generator[Any, Any, T], call: Callable[[Any], Any], awaiting: b
             result: T = stop.value
             return result
         try:
-            value = call(yielded)
+            value = yielded.sync_fn(*yielded.args) if steps else call(yielded)
             if awaiting:
                 value = yield from value
             resume = send
@@ -131,7 +132,7 @@ def run_sync(body: Generator[Any, Any, T], call: Callable[[Any], Any] = call_ste
     ``sync_fn``)."""
     __tracebackhide__ = True
     try:
-        cast("Generator[Any, Any, T]", _drive(body, call, False)).send(None)  # a string: no typing work per call
+        _drive(body, call, False).send(None)  # a generator-based coroutine
     except StopIteration as stop:
         result: T = stop.value
         return result

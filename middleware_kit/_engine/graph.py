@@ -30,9 +30,9 @@ from langgraph.constants import END, START
 from langgraph.graph import StateGraph
 from langgraph.runtime import Runtime
 
-from middleware_kit._engine.chain import Layer, call_flow, compose
+from middleware_kit._engine.chain import ChainCall, Layer, compose
 from middleware_kit._engine.compat import node_runnable
-from middleware_kit._engine.drive import Steps
+from middleware_kit._engine.drive import Step, Steps
 from middleware_kit._engine.guards import Guards
 from middleware_kit._engine.holdback import Holdback, held
 from middleware_kit._engine.inheritance import Frame, callers, inherited_model_chain
@@ -145,7 +145,8 @@ def _model_step(
         if chains is None and not layers:  # no chain to run: the model call itself, in this node's driver
             return model_writes((yield from call.flow(request, traced)), {}, fix, owners, semantics)
         sync_h, async_h = chains or (chain, achain)
-        response, state = yield from call_flow(sync_h, async_h, request)
+        with ChainCall() as state:
+            response = yield Step(sync_h, async_h, request)
         return model_writes(response, state.commands, fix, owners, semantics)
 
     return ModelStep(flow)

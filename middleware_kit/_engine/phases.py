@@ -14,7 +14,7 @@ import asyncio
 import warnings
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 from langchain_core.runnables.config import var_child_runnable_config
 from langgraph.errors import GraphBubbleUp
@@ -207,15 +207,18 @@ class NodeRunner:
         segments: Sequence[tuple[bool, tuple[Item, ...]]],
     ) -> Steps[NodeResult]:
         """The items of ``segments`` in order (one body for both modes). A batch segment (sync-only hooks) is one
-        step: under ``ainvoke`` it runs in a worker thread, its hooks one by one there."""
+        step: under ``ainvoke`` it runs in a worker thread, its hooks one by one there; under ``invoke`` (the sync
+        segments) the body calls it itself, which is all the sync driver would do with that step."""
         __tracebackhide__ = True
         result = NodeResult([], None, view, None)
         last = len(segments) - 1
+        inline = segments is self._sync_segments  # invoke: a batch is called here, as the sync driver would call it
         for index, (is_batch, items) in enumerate(segments):
             result.tail = None
             item = items[0]
             if is_batch:
-                batch: NodeResult = yield Step(self._batch, None, result.view, runtime, items)
+                batch: NodeResult = (self._batch(result.view, runtime, items) if inline
+                                     else (yield Step(self._batch, None, result.view, runtime, items)))
                 result.writes.extend(batch.writes)
                 result.view, result.jump = batch.view, batch.jump
                 if batch.jump is not None:
@@ -240,7 +243,8 @@ class NodeRunner:
         thread's hop under ``ainvoke``): what :meth:`_flow` does for one hook, without a driver step each."""
         __tracebackhide__ = True
         result = NodeResult([], None, view, None)
-        for item in cast("tuple[NodeStep, ...]", items):  # a batch holds node hooks only (_segments)
+        steps: tuple[NodeStep, ...] = items  # type: ignore[assignment]  # a batch holds node hooks only (_segments)
+        for item in steps:
             try:
                 update = item.run_sync(result.view, runtime)
             except BaseException as exc:

@@ -149,8 +149,9 @@ def _appended(left: Any, right: Any) -> list[Any] | None:
         if type(message) not in _PLAIN_MESSAGES or message.id is None or message.id in ids:
             return None
         ids.add(message.id)
-    if any(message.id in ids for message in left):
-        return None
+    for message in left:  # a plain loop: no generator per model call
+        if message.id in ids:
+            return None
     return [*left, *right]
 
 
