@@ -35,7 +35,7 @@ from middleware_kit._engine.private_state import with_private
 from middleware_kit._engine.routing import with_goto
 from middleware_kit._engine.validation import note_tool_failure
 from middleware_kit.events import RunLifecycle, run_lifecycle, silenced
-from middleware_kit.ledger.call import ledgered, records, task_run
+from middleware_kit.ledger.call import ledgered, recorded_at, task_run
 from middleware_kit.ledger.policy import Ledger
 from middleware_kit.trace_policy import config_callbacks_active
 from middleware_kit.types import ToolCallRequest
@@ -296,6 +296,11 @@ def install_ledger(builder: Any, ledger: Ledger | None) -> None:
         node._ledger = ledger
 
 
+_TOOL_NODE_SYNC = ToolNode._execute_tool_sync
+_TOOL_NODE_ASYNC = ToolNode._execute_tool_async
+"""``ToolNode``'s own execution of one call (what ``super()`` gives :class:`AgentToolNode`), looked up once."""
+
+
 class AgentToolNode(ToolNode):
     """``ToolNode`` that runs a single call inline and guards its ``messages`` output; with a ledger, each tool
     execution (the innermost point, inside every ``wrap_tool_call``) is recorded (:mod:`middleware_kit.ledger`)."""
@@ -335,21 +340,23 @@ class AgentToolNode(ToolNode):
 
     def _execute_tool_sync(self, request: Any, input_type: Any, config: RunnableConfig) -> Any:
         __tracebackhide__ = True
-        if self._ledger is None or not records(config):
+        ledger = self._ledger
+        if ledger is None or (found := recorded_at(ledger, request, config)) is None:
             return super()._execute_tool_sync(request, input_type, config)
-        return run_sync(ledgered(self._ledger, request, config, functools.partial(self._execution, input_type),
+        return run_sync(ledgered(ledger, found, request, config, functools.partial(self._execution, input_type),
                                  self._storable))
 
     async def _execute_tool_async(self, request: Any, input_type: Any, config: RunnableConfig) -> Any:
         __tracebackhide__ = True
-        if self._ledger is None or not records(config):
+        ledger = self._ledger
+        if ledger is None or (found := recorded_at(ledger, request, config)) is None:
             return await super()._execute_tool_async(request, input_type, config)
-        return await run_async(ledgered(self._ledger, request, config, functools.partial(self._execution, input_type),
+        return await run_async(ledgered(ledger, found, request, config, functools.partial(self._execution, input_type),
                                         self._storable))
 
     def _execution(self, input_type: Any, request: Any, config: RunnableConfig) -> Step:
         """ToolNode's execution of ``request`` (injection, the tool, its error handling), as a step of either mode."""
-        return Step(super()._execute_tool_sync, super()._execute_tool_async, request, input_type, config)
+        return Step(_TOOL_NODE_SYNC, _TOOL_NODE_ASYNC, self, request, input_type, config)
 
     def _storable(self, result: Any) -> Any:
         """A tool's result as the ledger may keep it: through the agent's message guards, as the checkpoint keeps

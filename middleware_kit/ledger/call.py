@@ -38,7 +38,7 @@ from middleware_kit.ledger.policy import Ledger, ReconcileDecision, Retry, answe
 from middleware_kit.ledger.records import CallKey, Entry, InDoubtCall
 from middleware_kit.ledger.store import LedgerStore, ledger_store
 
-__all__ = ["Execute", "ledgered", "records", "task_run"]
+__all__ = ["Execute", "ledgered", "recorded_at", "task_run"]
 
 Execute = Callable[[Any, RunnableConfig], Step]
 """The real execution of a (possibly rewritten) request with its config, as a step."""
@@ -66,17 +66,12 @@ def task_run() -> _TaskRun:
     return _TaskRun()
 
 
-def records(config: RunnableConfig) -> bool:
-    """Whether a tool call run with ``config`` may be recorded: its run has a checkpointer and a thread (else the
-    ledger has nowhere to keep it, and the call runs as it would without one)."""
-    conf = config.get("configurable") or {}
-    return conf.get(CONFIG_KEY_CHECKPOINTER) is not None and conf.get("thread_id") is not None
-
-
-def _recorded_at(policy: Ledger | None, request: Any, config: RunnableConfig) -> tuple[LedgerStore, CallKey] | None:
-    """Where the ledger records this call, or None when it does not cover it."""
+def recorded_at(policy: Ledger, request: Any, config: RunnableConfig) -> tuple[LedgerStore, CallKey] | None:
+    """Where the ledger records this call, or None when it does not cover it: a tool it leaves alone,
+    or a run with no checkpointer or no thread (the ledger has nowhere to keep it: the call runs as it would without
+    one)."""
     tool = request.tool
-    if policy is None or tool is None or not policy.covers(tool):
+    if tool is None or not policy.covers(tool):
         return None
     conf = config.get("configurable") or {}
     saver, thread = conf.get(CONFIG_KEY_CHECKPOINTER), conf.get("thread_id")
@@ -102,17 +97,15 @@ def _with_key(request: Any, config: RunnableConfig, key: str) -> tuple[Any, Runn
 
 
 def ledgered(
-    policy: Ledger | None, request: Any, config: RunnableConfig, execute: Execute,
+    policy: Ledger, found: tuple[LedgerStore, CallKey], request: Any, config: RunnableConfig, execute: Execute,
     storable: Callable[[Any], Any] = lambda result: result,
 ) -> Steps[Any]:
-    """The tool call ``execute`` runs, through the ledger (module doc). ``storable``: a result as it may be recorded
-    (the agent's message guards applied: what the checkpoint would keep, never a raw value a guard redacts).
+    """The tool call ``execute`` runs, through the ledger (module doc), recorded where ``found``
+    (:func:`recorded_at`) says. ``storable``: a result as it may be recorded (the agent's message guards applied:
+    what the checkpoint would keep, never a raw value a guard redacts).
 
     One body, every step of a call in it: this runs around each tool call of an agent with a checkpointer."""
     __tracebackhide__ = True
-    found = _recorded_at(policy, request, config)
-    if found is None or policy is None:
-        return (yield execute(request, config))
     store, key = found
     idem = idempotency_key(key)
     request, config = _with_key(request, config, idem)
