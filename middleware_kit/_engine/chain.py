@@ -390,7 +390,16 @@ def _wrap_build(
         if tracks and (state := _CALL.get()) is not None and state.commands:
             guard.__enter__()
         try:
-            return normalize(call(request, arg), depth, request)
+            value = call(request, arg)
+            # The usual answer passes without a call (a subset of what ``normalize`` returns unchanged, by exact
+            # types): a model response of one AIMessage, a ToolMessage answering this call.
+            if tracks:
+                if type(value) is ModelResponse and type(rs := value.result) is list and len(rs) == 1 \
+                        and type(rs[0]) is AIMessage:
+                    return value
+            elif type(value) is ToolMessage and value.tool_call_id == request.tool_call["id"]:
+                return value
+            return normalize(value, depth, request)
         except BaseException as exc:
             guard.failed(exc)
             raise
