@@ -296,11 +296,6 @@ def install_ledger(builder: Any, ledger: Ledger | None) -> None:
         node._ledger = ledger
 
 
-_TOOL_NODE_SYNC = ToolNode._execute_tool_sync
-_TOOL_NODE_ASYNC = ToolNode._execute_tool_async
-"""``ToolNode``'s own execution of one call (what ``super()`` gives :class:`AgentToolNode`), looked up once."""
-
-
 class AgentToolNode(ToolNode):
     """``ToolNode`` that runs a single call inline and guards its ``messages`` output; with a ledger, each tool
     execution (the innermost point, inside every ``wrap_tool_call``) is recorded (:mod:`middleware_kit.ledger`)."""
@@ -356,7 +351,7 @@ class AgentToolNode(ToolNode):
 
     def _execution(self, input_type: Any, request: Any, config: RunnableConfig) -> Step:
         """ToolNode's execution of ``request`` (injection, the tool, its error handling), as a step of either mode."""
-        return Step(_TOOL_NODE_SYNC, _TOOL_NODE_ASYNC, self, request, input_type, config)
+        return Step(super()._execute_tool_sync, super()._execute_tool_async, request, input_type, config)
 
     def _storable(self, result: Any) -> Any:
         """A tool's result as the ledger may keep it: through the agent's message guards, as the checkpoint keeps
