@@ -25,7 +25,7 @@ from middleware_kit._engine.chain import (
     wrap_model_layer,
     wrap_tool_layer,
 )
-from middleware_kit.errors import HookReturnError
+from middleware_kit.errors import HookReturnError, HookValueError
 from middleware_kit.types import ExtendedModelResponse, ModelRequest, ModelResponse, ToolCallRequest
 
 pytestmark = pytest.mark.parametrize("mode", ["invoke", "ainvoke"])
@@ -218,6 +218,30 @@ def test_an_aimessage_is_normalized_to_a_response(mode: str) -> None:
 
     result, _ = run([wrap_model_layer("A", answer, None)], [], mode)
     assert type(result) is ModelResponse and result.result[0].content == "direct"
+
+
+def test_the_usual_answer_passes_each_layer_as_it_is_and_anything_else_is_checked_at_each(mode: str) -> None:
+    """A response of one AIMessage goes out through every layer as the same object; a layer that changes the
+    inner layer's response in place (its list grows a non-message) is refused by name, not waved through."""
+    seen: list[Any] = []
+
+    def keep(req: Any, handler: Callable[[Any], Any]) -> Any:
+        response = handler(req)
+        seen.append(response)
+        return response
+
+    result, _ = run([wrap_model_layer("A", keep, None), wrap_model_layer("B", keep, None)], [], mode)
+    assert seen[0] is seen[1] is result and [m.content for m in result.result] == ["model"]
+
+    def spoil(req: Any, handler: Callable[[Any], Any]) -> Any:
+        response = handler(req)
+        response.result.append("not a message")
+        return response
+
+    with pytest.raises(HookValueError) as info:
+        run([wrap_model_layer("Keep", keep, None), wrap_model_layer("Spoil", spoil, None),
+             wrap_model_layer("Inner", keep, None)], [], mode)
+    assert info.value.middleware == "Spoil" and info.value.hook == "wrap_model_call"
 
 
 def test_a_wrapper_returning_none_names_the_middleware_and_the_hook(mode: str) -> None:
