@@ -69,7 +69,8 @@ Normalize = Callable[[object, int, Any], Any]
 """How a wrap layer normalizes what its hook returned: ``normalize(value, depth, request)``."""
 InvokeOf = Callable[[Any], tuple[Callable[[Any, Any], Any], Any]]
 """How a wrap layer calls its hook, given the next handler: ``call, arg = invoke_of(nxt)``, then ``call(request, arg)``
-for each request (a classic hook is ``(fn, nxt)`` itself: no frame of ours between the layer and the hook)."""
+for each request (a classic hook is ``(fn, nxt)`` itself: no frame of ours between the layer and the hook); for a flow,
+``call(flow(request), arg)``, ``call`` the engine's driver (no frame of ours between the layer and the driver)."""
 
 
 @dataclass(slots=True)
@@ -366,10 +367,11 @@ class _LayerCall:
 
 def _wrap_build(
     nxt: Any, depth: int, *, awaiting: bool, invoke_of: InvokeOf, tracks: bool, normalize: Normalize, owner: str,
-    hook: str,
+    hook: str, flow: Callable[[Any], Any] | None = None,
 ) -> Any:
     """The handler of a ``wrap_*_call`` layer in one mode: ``call(request, arg)`` (from ``invoke_of(nxt)``) calls the
-    hook (a classic ``fn(request, handler)`` or a flow run by the engine's driver, see :func:`_flow_invoke`), awaited
+    hook (a classic ``fn(request, handler)``; for a ``flow``, its generator run by the engine's driver, see
+    :func:`_flow_invoke`), awaited
     under ``ainvoke``; what it returns is normalized; around it, :class:`_LayerCall`. Plain closures, not an engine
     body: this is the hot path of every model and tool call (bench/README.md). Under ``invoke`` the layer does the
     guard's two steps itself (a ``try`` costs nothing until it raises; the ``with`` protocol costs two calls, and the
@@ -381,7 +383,7 @@ def _wrap_build(
         async def alayer(request: Any) -> Any:
             __tracebackhide__ = True
             with guard:
-                return normalize(await call(request, arg), depth, request)
+                return normalize(await call(request if flow is None else flow(request), arg), depth, request)
 
         return alayer
 
@@ -390,7 +392,7 @@ def _wrap_build(
         if tracks and (state := _CALL.get()) is not None and state.commands:
             guard.__enter__()
         try:
-            value = call(request, arg)
+            value = call(request if flow is None else flow(request), arg)
             # The usual answer passes without a call (a subset of what ``normalize`` returns unchanged, by exact
             # types): a model response of one AIMessage, a ToolMessage answering this call.
             if tracks:
@@ -416,18 +418,12 @@ def _hook_invoke(fn: Callable[..., Any]) -> InvokeOf:
     return invoke_of
 
 
-def _flow_invoke(
-    flow_fn: Callable[[Any], Any], run: Callable[..., Any], call_of: Callable[[Any], Callable[[Any], Any]]
-) -> InvokeOf:
-    """``invoke_of`` of a flow hook: its generator run by the engine's driver for the mode (``run``), with
-    ``call_of(nxt)`` giving what its yields mean."""
-
-    def invoke(request: Any, call: Callable[[Any], Any]) -> Any:
-        __tracebackhide__ = True
-        return run(flow_fn(request), call)
+def _flow_invoke(run: Callable[..., Any], call_of: Callable[[Any], Callable[[Any], Any]]) -> InvokeOf:
+    """``invoke_of`` of a flow hook: the engine's driver for the mode (``run``), to run the flow's generator (the
+    layer makes it), with ``call_of(nxt)`` giving what its yields mean."""
 
     def invoke_of(nxt: Any) -> tuple[Callable[[Any, Any], Any], Any]:
-        return invoke, call_of(nxt)
+        return run, call_of(nxt)
 
     return invoke_of
 
@@ -477,8 +473,8 @@ def _wrap_layer(
             owner,
             hook,
             HookMode.FLOW,
-            partial(sync_build, invoke_of=_flow_invoke(sync_fn, run_sync, sync_call)),
-            partial(async_build, invoke_of=_flow_invoke(sync_fn, run_async, async_call)),
+            partial(sync_build, invoke_of=_flow_invoke(run_sync, sync_call), flow=sync_fn),
+            partial(async_build, invoke_of=_flow_invoke(run_async, async_call), flow=sync_fn),
         )
     if sync_fn is not None:
         sync_invoke = _hook_invoke(sync_fn)

@@ -153,8 +153,10 @@ def enter(own: Frame | None, input: Any, config: RunnableConfig | None) -> tuple
 
 
 def callers(own: Frame | None) -> tuple[Frame, ...]:
-    """The frames of the callers of the current run (outermost first), this agent's own left out."""
-    configurable = _configurable(var_child_runnable_config.get())
+    """The frames of the callers of the current run (outermost first), this agent's own left out. Asked by each
+    node and chain of every run: a dict config is read with no call."""
+    config = var_child_runnable_config.get()
+    configurable = config.get("configurable") if type(config) is dict else _configurable(config)
     frames = configurable.get(CARRIER) if configurable is not None else None
     if not frames:
         return ()

@@ -35,6 +35,7 @@ from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any, Self, cast
 
 from langchain_core.runnables import RunnableConfig
+from langchain_core.utils.uuid import uuid7
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.errors import GraphDrained
 from langgraph.errors import UnknownInterruptError as LangGraphUnknownInterruptError
@@ -165,7 +166,7 @@ class ControlledAgent(CompiledAgent[Any]):
         saver = self.checkpointer
         backend = backend_for(saver) if isinstance(saver, BaseCheckpointSaver) and thread_id is not None else None
         given = (config or {}).get("run_id")
-        made = None if given else uuid.uuid4()
+        made = None if given else uuid7()  # as LangChain makes a root run's id
         handle = RunHandle(str(thread_id), str(given or made), self.run_control, backend, run_uuid=made)
         return backend, handle
 
@@ -174,10 +175,6 @@ class ControlledAgent(CompiledAgent[Any]):
         return acquire_flow(handle.thread_id, handle.run_id, OWNER, ttl=control.ttl,
                             wait=control.on_conflict == "wait" if wait is None else wait,
                             wait_timeout=control.wait_timeout, poll=control.poll_interval)
-
-    def _at_once(self, handle: RunHandle, backend: LeaseBackend) -> float | None:
-        """The lease taken at once, without a driver, when the backend is in-process (see :func:`take_at_once`)."""
-        return take_at_once(backend, handle.thread_id, handle.run_id, OWNER, self.run_control.ttl)
 
     def _configurable(self, config: RunnableConfig | None) -> dict[str, Any]:
         """The run's ``configurable`` (the agent's own, then the call's): all the lease needs of the config,
@@ -201,12 +198,12 @@ class ControlledAgent(CompiledAgent[Any]):
         out["configurable"] = {**(out.get("configurable") or {}), HANDLE_KEY: handle}
         if isinstance(input, Command) and input.resume is not None and input.resume != {}:
             out["configurable"][CONFIG_KEY_STRICT_RESUME] = True  # (an empty map is the middleware's to refuse)
-        if out.get("run_id") is None:  # the run's id (a uuid4 made by _controlled) as the root run's, for tracing
+        if out.get("run_id") is None:  # the run's id (made by _controlled) as the root run's, for tracing
             out["run_id"] = handle.run_uuid or uuid.UUID(handle.run_id)
         if backend.expires:
             handle.drain = kwargs.get("control") or DrainControl()
             kwargs = {**kwargs, "control": handle.drain}
-        handle.base, handle.slice_started = _fresh_clock(input), _now()
+        handle.base, handle.slice_started = _fresh_clock(input), time.monotonic()
         return graph, out, kwargs  # type: ignore[return-value]
 
     def _deferred(self, backend: LeaseBackend, input: Any) -> bool:
@@ -238,13 +235,13 @@ class ControlledAgent(CompiledAgent[Any]):
             return
         backend, handle = controlled
         if backend is None:  # nothing to lease: the run only gets its deadline checks
-            handle.base, handle.slice_started = 0.0, _now()
+            handle.base, handle.slice_started = 0.0, time.monotonic()
             yield from super().stream(input, _with_handle(config, handle), **kwargs)
             _outcome(handle)
             return
         lease = self._lease(handle) if self._deferred(backend, input) else None
         if lease is None:
-            sent = self._at_once(handle, backend)
+            sent = take_at_once(backend, handle.thread_id, handle.run_id, OWNER, self.run_control.ttl)
             handle.leased(drive(self._lease(handle), backend) if sent is None else sent)
         try:
             _register(backend, handle)
@@ -289,14 +286,14 @@ class ControlledAgent(CompiledAgent[Any]):
             return
         backend, handle = controlled
         if backend is None:  # nothing to lease: the run only gets its deadline checks
-            handle.base, handle.slice_started = 0.0, _now()
+            handle.base, handle.slice_started = 0.0, time.monotonic()
             async for chunk in super().astream(input, _with_handle(config, handle), **kwargs):
                 yield chunk
             _outcome(handle)
             return
         lease = self._lease(handle) if self._deferred(backend, input) else None
         if lease is None:
-            sent = self._at_once(handle, backend)
+            sent = take_at_once(backend, handle.thread_id, handle.run_id, OWNER, self.run_control.ttl)
             handle.leased(await adrive(self._lease(handle), backend) if sent is None else sent)
         beat: asyncio.Task[None] | None = None
         try:
@@ -394,10 +391,6 @@ def _fresh_clock(input: Any) -> float | None:
     """New input starts a new run (a fresh clock: 0 s used); a resume or ``None`` continues the thread's run (None:
     its consumed time is read from state at the first check)."""
     return 0.0 if input is not None and not isinstance(input, Command) else None
-
-
-def _now() -> float:
-    return time.monotonic()
 
 
 def _saver(checkpointer: Any) -> BaseCheckpointSaver[Any]:

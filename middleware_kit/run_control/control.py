@@ -205,8 +205,11 @@ class RunHandle:
                 wake()
         return True
 
-    def check(self) -> StopKind | None:
-        """The reason to stop now, if any (a passed deadline flags the run)."""
+    def check(self, state: Any = None) -> StopKind | None:
+        """The reason to stop now, if any (a passed deadline flags the run). ``state``: the run's state, at a check
+        that has it (the slice's first such check adopts the time the run consumed before, :meth:`adopt`)."""
+        if self.base is None and state is not None:
+            self.adopt(state)
         if self.stop_kind is None and not self.finished and self.control.deadline is not None:
             remaining = self.remaining()
             if remaining is not None and remaining <= 0:

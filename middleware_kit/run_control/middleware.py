@@ -246,10 +246,7 @@ class RunControlMiddleware(FrozenConfig, AgentMiddleware[RunControlState, Any]):
     @hook_config(can_jump_to=["end"])
     def before_model(self, state: RunControlState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         handle = current_handle()
-        if handle is None:
-            return None
-        handle.adopt(state)
-        if handle.check() is None:
+        if handle is None or handle.check(state) is None:
             return None
         fix = close_pending(state.get("messages") or [], f"{_why(handle)} ({handle.stop_reason}).")
         _terminal(handle)
@@ -263,7 +260,12 @@ class RunControlMiddleware(FrozenConfig, AgentMiddleware[RunControlState, Any]):
     async def abefore_model(self, state: RunControlState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         return self.before_model(state, runtime)
 
-    def _answered(self, handle: RunHandle, response: ModelResponse[Any]) -> Any:
+    def _answered(self, handle: RunHandle, response: ModelResponse[Any] | None) -> Any:
+        """What the layer answers with the model's ``response`` (None: the call was cut): the final message when the
+        run was stopped meanwhile (the answer is discarded); else the response, with the run's consumed time when
+        it has a deadline."""
+        if response is None or handle.check() is not None:
+            return _stopped_model(handle)
         if handle.control.deadline is None or not self.timed:
             return response
         return ExtendedModelResponse(model_response=response,
@@ -273,44 +275,45 @@ class RunControlMiddleware(FrozenConfig, AgentMiddleware[RunControlState, Any]):
         handle = current_handle()
         if handle is None:
             return handler(request)
-        handle.adopt(request.state)
-        if handle.check() is not None:
+        if handle.check(request.state) is not None:
             return _stopped_model(handle)
-        finished, response = _result_of(handle, handler, request)
-        if not finished or response is None or handle.check() is not None:  # stopped meanwhile: answer discarded
-            return _stopped_model(handle)
+        try:  # inline, not a helper: this runs around every model call of a controlled run
+            response = handler(request)
+        except InternalCallAbandoned:  # a layer's own model call was cut for this run's stop
+            if handle.check() is None:
+                raise
+            response = None
         return self._answered(handle, response)
 
     async def awrap_model_call(self, request: ModelRequest[Any], handler: AsyncModelHandler) -> Any:
         handle = current_handle()
         if handle is None:
             return await handler(request)
-        handle.adopt(request.state)
-        if handle.check() is not None:
+        if handle.check(request.state) is not None:
             return _stopped_model(handle)
         finished, response = await _race(handle, handler(request))
-        if not finished or response is None or handle.check() is not None:
-            return _stopped_model(handle)
-        return self._answered(handle, response)
+        return self._answered(handle, response if finished else None)
 
     def wrap_tool_call(self, request: ToolCallRequest, handler: ToolHandler) -> ToolResult:
         handle = current_handle()
         if handle is None:
             return handler(request)
-        handle.adopt(request.state)
-        if handle.check() is not None:
+        if handle.check(request.state) is not None:
             return _stopped_tool(handle, request)
-        finished, result = _result_of(handle, handler, request)
-        if not finished or result is None:
+        try:
+            result = handler(request)
+        except InternalCallAbandoned:
+            if handle.check() is None:
+                raise
             return _stopped_tool(handle, request)
-        return result  # it ran: its real answer stands, and the run stops at its next check
+        return result if result is not None else _stopped_tool(handle, request)  # it ran: its real answer stands,
+        # and the run stops at its next check
 
     async def awrap_tool_call(self, request: ToolCallRequest, handler: AsyncToolHandler) -> ToolResult:
         handle = current_handle()
         if handle is None:
             return await handler(request)
-        handle.adopt(request.state)
-        if handle.check() is not None:
+        if handle.check(request.state) is not None:
             return _stopped_tool(handle, request)
         finished, result = await _race(handle, handler(request))
         if not finished or result is None:

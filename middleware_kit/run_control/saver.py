@@ -155,6 +155,13 @@ class RunSaver(BaseCheckpointSaver[Any]):
         return await self.inner.aget_delta_channel_history(*args, **kwargs)
 
     # -- writes ------------------------------------------------------------------------------------------------
+    def _clear(self) -> bool:
+        """Whether a write may go ahead with nothing to do first: the lease is certainly still the run's and no
+        interrupt waits to be recorded as resolved (every write but a resume's first, until the fence nears; asked
+        before each write, so one call, with the rule's details in :meth:`_before_write`)."""
+        handle = self._run.handle
+        return not handle.answering and not handle.lease_lost and time.monotonic() < handle.fence_at
+
     def _before_write(self) -> None:
         handle = self._run.handle
         handle.fence()
@@ -169,17 +176,20 @@ class RunSaver(BaseCheckpointSaver[Any]):
 
     def put(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
             new_versions: ChannelVersions) -> RunnableConfig:
-        self._before_write()
+        if not self._clear():
+            self._before_write()
         return self.inner.put(config, checkpoint, metadata, new_versions)
 
     async def aput(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
                    new_versions: ChannelVersions) -> RunnableConfig:
-        await self._abefore_write()
+        if not self._clear():
+            await self._abefore_write()
         return await self.inner.aput(config, checkpoint, metadata, new_versions)
 
     def put_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
                    task_path: str = "") -> None:
-        self._before_write()
+        if not self._clear():
+            self._before_write()
         if self._task_path:
             self.inner.put_writes(config, writes, task_id, task_path)
         else:
@@ -187,7 +197,8 @@ class RunSaver(BaseCheckpointSaver[Any]):
 
     async def aput_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
                           task_path: str = "") -> None:
-        await self._abefore_write()
+        if not self._clear():
+            await self._abefore_write()
         if self._atask_path:
             await self.inner.aput_writes(config, writes, task_id, task_path)
         else:
