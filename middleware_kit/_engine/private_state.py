@@ -95,14 +95,14 @@ class PublicView(dict[str, Any]):
 
 
 def _splitter(private: tuple[str, ...], inner: Callable[[Any], Any] | None) -> Callable[[Any], Any]:
+    keys = frozenset(private)
+
     def split(value: Any) -> Any:
         if inner is not None:
             value = inner(value)
-        if type(value) is not dict:
+        if type(value) is not dict or keys.isdisjoint(value):  # the usual input: no private key set
             return value
         hidden = {key: value[key] for key in private if key in value}
-        if not hidden:
-            return value
         view = PublicView({key: item for key, item in value.items() if key not in hidden})
         view.private = hidden
         return view
