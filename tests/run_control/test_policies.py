@@ -230,3 +230,19 @@ def test_run_control_is_on_by_default_with_a_checkpointer_and_one_argument_tunes
     assert tuned.run_control.on_conflict == "wait"  # type: ignore[attr-defined]
     with pytest.raises(RunControlConfigError, match=r"create_agent\(run_control='yes'\).*False to turn it off"):
         create_agent(model, checkpointer=InMemorySaver(), run_control="yes")  # type: ignore[arg-type]
+
+
+def test_a_check_with_the_runs_state_counts_the_time_it_consumed_before_once() -> None:
+    """``RunHandle.check(state)``: the slice's first check that has the run's state takes the time saved there (a run
+    paused for a human resumes its clock); a check without state takes nothing; later states are not read again."""
+    from middleware_kit.run_control.control import RunHandle
+
+    handle = RunHandle("t", "r", RunControl(deadline=5.0), None)
+    assert handle.check() is None and handle.base is None  # no state at hand: nothing adopted yet
+    assert handle.check({"run_control_elapsed": 4.0}) is None
+    assert handle.base == 4.0
+    assert handle.check({"run_control_elapsed": 99.0}) is None  # adopted once: a later state does not move the clock
+    assert handle.base == 4.0
+    stopped = RunHandle("t", "r2", RunControl(deadline=5.0), None)
+    assert stopped.check({"run_control_elapsed": 5.5}) == "deadline"  # the saved time alone passes the deadline
+    assert "5s" in stopped.stop_reason
