@@ -1,4 +1,4 @@
-"""One body for sync and async engine code: a generator body and one driver that runs it in either mode.
+"""One body for sync and async engine code: a generator body, and a driver pair that runs it in either mode.
 
 This is httpx's ``auth_flow`` pattern. An engine path (a node run, a chain layer, the model call, a lease operation)
 is written once as a generator, the *body*. Wherever it needs something that differs between ``invoke`` and
@@ -13,10 +13,10 @@ What a yielded value means is the mode's ``call`` (sync) or ``acall`` (async: it
 - a caller may give its own pair: a wrap layer maps each yielded request to the next handler and each ``Sleep`` to
   a sleep (:mod:`middleware_kit._engine.chain`), a lease flow maps each operation name to its backend's method.
 
-The driver itself is written once too (:func:`_drive`): :func:`run_sync` runs it to completion with one
-``send(None)`` (nothing is awaited in sync mode, so it never suspends), :func:`run_async` awaits it. No code is
-generated: every line that runs is a line of a ``.py`` file (sourceless installs, tracebacks, ``inspect``, coverage
-and mypy see it).
+The drivers are one pair written by hand, as httpx and Django write theirs: :func:`run_sync` runs the loop,
+:func:`run_async` returns :func:`_adrive`, the same loop with an ``await``, to be awaited (each is the only frame of
+ours between the caller and the body). No code is generated: every line that runs is a line of a ``.py`` file
+(sourceless installs, tracebacks, ``inspect``, coverage and mypy see it).
 """
 
 from __future__ import annotations
@@ -91,16 +91,39 @@ async def _ready(value: T) -> T:
     return value
 
 
+def run_sync(body: Generator[Any, Any, T], call: Callable[[Any], Any] = call_step) -> T:
+    """The sync driver: run an engine body under ``invoke``. Each value ``body`` yields goes through ``call``
+    (default: a :class:`Step`'s ``sync_fn``); the result is sent back into ``body``, an exception thrown in at its
+    ``yield``; the body's return value is returned. :func:`_adrive` is the same loop with an ``await``."""
+    __tracebackhide__ = True
+    send, throw = body.send, body.throw
+    steps = call is call_step  # the default: each Step's sync_fn is called here, no frame of call_step's
+    try:
+        yielded = send(None)
+        while True:
+            try:
+                value = yielded.sync_fn(*yielded.args) if steps else call(yielded)
+            except Abort as abort:  # the call refuses what the body yielded: the body is closed, not asked to handle it
+                body.close()
+                raise abort.error from None
+            except BaseException as exc:
+                failed: BaseException | None = exc
+            else:
+                failed = None
+            # outside the handler: an error the body raises next gets no context of ours
+            yielded = send(value) if failed is None else throw(failed)  # raised into the body at its yield
+    except StopIteration as stop:
+        result: T = stop.value
+        return result
+
+
 @types.coroutine
-def _drive(body: Generator[Any, Any, T], call: Callable[[Any], Any], awaiting: bool) -> Generator[Any, Any, T]:
-    """The one driver: each value ``body`` yields goes through ``call``; with ``awaiting`` (the async mode) what
-    ``call`` returns is awaited. The result is sent back into ``body``, an exception thrown in at its ``yield``.
-    A generator-based coroutine (``types.coroutine``), so ``run_async`` can await it; in sync mode it never yields.
-    """
+def _adrive(body: Generator[Any, Any, T], acall: Callable[[Any], Any]) -> Generator[Any, Any, T]:
+    """The async driver: :func:`run_sync`'s loop, with what ``acall`` returns awaited. A generator-based coroutine
+    (``types.coroutine``): :func:`run_async` returns it to be awaited, with no coroutine frame of its own."""
     __tracebackhide__ = True
     send, throw = body.send, body.throw
     resume, value = send, None
-    steps = call is call_step  # the sync default: each Step's sync_fn is called here, no frame of call_step's
     while True:
         try:
             yielded = resume(value)
@@ -108,14 +131,12 @@ def _drive(body: Generator[Any, Any, T], call: Callable[[Any], Any], awaiting: b
             result: T = stop.value
             return result
         try:
-            value = yielded.sync_fn(*yielded.args) if steps else call(yielded)
-            if awaiting:
-                value = yield from value
+            value = yield from acall(yielded)
             resume = send
-        except Abort as abort:  # the call refuses what the body yielded: the body is closed, not asked to handle it
+        except Abort as abort:  # as in run_sync
             body.close()
             raise abort.error from None
-        except BaseException as exc:  # raised into the body at its yield, as the call raised it
+        except BaseException as exc:
             resume, value = throw, exc
 
 
@@ -127,20 +148,8 @@ class Abort(Exception):
         self.error = error
 
 
-def run_sync(body: Generator[Any, Any, T], call: Callable[[Any], Any] = call_step) -> T:
-    """Run an engine body under ``invoke``: what it yields goes through ``call`` (default: a :class:`Step`'s
-    ``sync_fn``)."""
-    __tracebackhide__ = True
-    try:
-        _drive(body, call, False).send(None)  # a generator-based coroutine
-    except StopIteration as stop:
-        result: T = stop.value
-        return result
-    raise AssertionError("middleware_kit internal error: the sync driver suspended")  # pragma: no cover
-
-
-async def run_async(body: Generator[Any, Any, T], acall: Callable[[Any], Awaitable[Any]] = acall_step) -> T:
-    """Run an engine body under ``ainvoke``: what it yields goes through ``acall`` and is awaited (default: a
-    :class:`Step`'s ``async_fn``)."""
-    __tracebackhide__ = True
-    return await _drive(body, acall, True)
+def run_async(body: Generator[Any, Any, T], acall: Callable[[Any], Awaitable[Any]] = acall_step) -> Awaitable[T]:
+    """Run an engine body under ``ainvoke`` (await what this returns): what it yields goes through ``acall`` and is
+    awaited (default: a :class:`Step`'s ``async_fn``). The driver itself is the awaitable: no coroutine frame of
+    ours between the awaiting code and the body."""
+    return _adrive(body, acall)

@@ -4,9 +4,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import traceback
-from collections.abc import Generator
+from collections.abc import Awaitable, Generator
 from pathlib import Path
 from typing import Any
 
@@ -20,10 +21,20 @@ from middleware_kit._engine.drive import Abort, Step, Steps, run_async, run_sync
 MODES = ["sync", "async"]
 
 
+def _awaited(awaitable: Awaitable[Any]) -> Any:
+    """``await awaitable`` on a new loop (``run_async`` returns the driver itself: an awaitable, not a coroutine
+    ``asyncio.run`` would take on every Python version)."""
+
+    async def main() -> Any:
+        return await awaitable
+
+    return asyncio.run(main())
+
+
 def _run(mode: str, body: Generator[Any, Any, Any], call: Any = None) -> Any:
     if mode == "sync":
         return run_sync(body) if call is None else run_sync(body, call[0])
-    return asyncio.run(run_async(body) if call is None else run_async(body, call[1]))
+    return _awaited(run_async(body) if call is None else run_async(body, call[1]))
 
 
 async def _adouble(value: int) -> int:
@@ -80,6 +91,19 @@ def test_an_exception_is_thrown_in_at_the_yield_and_escapes_when_not_caught(mode
     assert "_failing" in names and names[-1] == ("_raise_key" if mode == "sync" else "_araise_key")
 
 
+def _recovering() -> Steps[None]:
+    with contextlib.suppress(KeyError):  # handled: it is no one's context from here on
+        yield Step(_raise_key, _araise_key)
+    raise ValueError("later")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_an_error_the_body_handled_is_not_the_context_of_its_next_one(mode: str) -> None:
+    with pytest.raises(ValueError, match="later") as caught:
+        _run(mode, _recovering())
+    assert caught.value.__context__ is None
+
+
 def _where(log: list[str]) -> Steps[None]:
     yield Step(lambda: log.append(threading.current_thread().name), None)
     yield Step(lambda: log.append(threading.current_thread().name), None, blocking=False)
@@ -87,7 +111,7 @@ def _where(log: list[str]) -> Steps[None]:
 
 def test_a_step_without_async_fn_runs_in_a_worker_thread_under_ainvoke_unless_not_blocking() -> None:
     log: list[str] = []
-    asyncio.run(run_async(_where(log)))
+    _awaited(run_async(_where(log)))
     main = threading.current_thread().name
     assert log[0] != main and log[1] == main
     log.clear()
@@ -101,7 +125,7 @@ def test_an_async_only_twin_is_driven_on_a_loop_under_invoke() -> None:
         return doubled
 
     assert run_sync(body()) == 42
-    assert asyncio.run(run_async(body())) == 42
+    assert _awaited(run_async(body())) == 42
 
 
 # -- a caller's own meaning of what the body yields (call / acall) ----------------------------------------------------
