@@ -113,7 +113,8 @@ class _Frozen:
         """Set every dataclass field from ``given`` (the constructor's ``locals()``): the field list is the class's
         annotations, stated once."""
         setattr_ = object.__setattr__
-        for name, coerce in _field_plan(type(self)):
+        cls = type(self)
+        for name, coerce in _FIELD_PLANS.get(cls) or _field_plan(cls):  # a request per model and tool call
             value = given[name]
             setattr_(self, name, value if coerce is None else coerce(value))
 

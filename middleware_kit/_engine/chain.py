@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from types import CodeType
 from typing import Any, Generic, TypeVar, cast
@@ -71,19 +71,6 @@ InvokeOf = Callable[[Any], tuple[Callable[[Any, Any], Any], Any]]
 """How a wrap layer calls its hook, given the next handler: ``call, arg = invoke_of(nxt)``, then ``call(request, arg)``
 for each request (a classic hook is ``(fn, nxt)`` itself: no frame of ours between the layer and the hook); for a flow,
 ``call(flow(request), arg)``, ``call`` the engine's driver (no frame of ours between the layer and the driver)."""
-
-
-@dataclass(slots=True)
-class CallState:
-    """Per-call scratch space shared by the layers of one chain run (set in a ContextVar by the entry point)."""
-
-    commands: dict[int, Command[Any]] = field(default_factory=dict)
-    """``ExtendedModelResponse`` commands by layer depth (the last call of each layer wins)."""
-    bubble: GraphBubbleUp | None = None
-    """The first LangGraph control-flow exception seen during the call."""
-
-
-_CALL: ContextVar[CallState | None] = ContextVar("middleware_kit_call", default=None)
 
 
 def _forget_commands(state: CallState, depth: int) -> None:
@@ -169,19 +156,28 @@ async def _awaited(handler: AsyncHandler, request: Any) -> Any:
 
 
 class ChainCall:
-    """One call through a composed chain, as a context manager around it: its :class:`CallState` is current while
-    the chain runs, and an interrupt a wrapper swallowed is raised again when the call ends (in place of the
-    wrapper's answer, or of the error that followed it). The rule of every entry point, stated once; a context
-    manager, so an entry point written as an engine body and one written as a plain call share it."""
+    """One call through a composed chain, as a context manager around it, and the call's scratch space, shared by
+    the layers of the chain (current in a ContextVar while the chain runs). An interrupt a wrapper swallowed is raised
+    again when the call ends (in place of the wrapper's answer, or of the error that followed it). The rule of every
+    entry point, stated once; a context manager, so an entry point written as an engine body and one written as a
+    plain call share it."""
 
-    __slots__ = ("_token", "state")
+    __slots__ = ("_token", "bubble", "commands")
 
-    def __enter__(self) -> CallState:
-        self.state = state = CallState()
-        self._token = _CALL.set(state)
-        return state
+    commands: dict[int, Command[Any]]
+    """``ExtendedModelResponse`` commands by layer depth (the last call of each layer wins)."""
+    bubble: GraphBubbleUp | None
+    """The first LangGraph control-flow exception seen during the call."""
+
+    def __enter__(self) -> ChainCall:
+        self.commands, self.bubble = {}, None  # no __init__: entering is the one call a chain call makes here
+        self._token = _CALL.set(self)
+        return self
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
+        if self.bubble is None:  # nothing swallowed (the usual case): the call ends as it ended
+            _CALL.reset(self._token)
+            return
         ending = self.leave(exc)
         if ending is not exc:
             raise_instead(ending, exc)
@@ -190,10 +186,16 @@ class ChainCall:
         """Leave the call; the exception it ends with, given the one it raised (None: none): a swallowed interrupt
         wins over an answer or another error; an interrupt the call raised itself stands."""
         _CALL.reset(self._token)
-        bubble = self.state.bubble
+        bubble = self.bubble
         if bubble is None or isinstance(exc, GraphBubbleUp):
             return exc
         return bubble
+
+
+CallState = ChainCall
+"""What the layers of a chain call read and record (``commands``, ``bubble``): the :class:`ChainCall` itself."""
+
+_CALL: ContextVar[ChainCall | None] = ContextVar("middleware_kit_call", default=None)
 
 
 def raise_instead(ending: BaseException | None, exc: BaseException | None) -> None:

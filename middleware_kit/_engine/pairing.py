@@ -105,7 +105,7 @@ def close_pending(messages: Sequence[AnyMessage], reason: str, *, malformed: boo
         return None
     calling: AIMessage = messages[i]  # type: ignore[assignment]
     missing = [call for call in calling.tool_calls if call["id"] not in answered]
-    closing: list[ToolMessage] = closing_messages(missing, reason)
+    closing: list[ToolMessage] = closing_messages(missing, reason) if missing else []
     if malformed:
         closing.extend(_malformed_answers(calling, answered))
     if not closing:
