@@ -12,7 +12,9 @@ What is LangGraph's and what is ours:
   pending (``on_pending_input``). Both are :func:`admit`.
 
 What needs the lease backend's data is a flow: a generator of :class:`~middleware_kit.run_control.lease.Call` steps
-on the backend, driven by ``lease.drive`` under ``invoke`` and ``lease.adrive`` under ``ainvoke``.
+on the backend, driven by ``lease.drive`` under ``invoke`` and ``lease.adrive`` under ``ainvoke``. A queueing run's
+reads of its thread and of its queue (:func:`queued`, :func:`next_input`) are engine bodies of
+:class:`~middleware_kit._engine.drive.Step` steps, on the engine's driver pair.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from langgraph.errors import UnknownInterruptError as LangGraphUnknownInterruptE
 from langgraph.types import Command, Interrupt
 
 from middleware_kit._engine.compat import read_task_statuses
+from middleware_kit._engine.drive import Step, Steps
 from middleware_kit.run_control.control import RunHandle
 from middleware_kit.run_control.errors import (
     AmbiguousResumeError,
@@ -36,7 +39,7 @@ from middleware_kit.run_control.errors import (
 )
 from middleware_kit.run_control.lease import Call, LeaseStep
 
-__all__ = ["admit", "is_new_input", "pending_interrupts", "queue_flow", "refusal_flow"]
+__all__ = ["admit", "is_new_input", "next_input", "pending_interrupts", "queued", "refusal_flow"]
 
 _HEX = frozenset("0123456789abcdef")
 
@@ -101,12 +104,25 @@ def _nothing_to_resume(thread_id: str) -> Generator[LeaseStep, Any, None]:
     raise NothingToResumeError(thread_id)
 
 
-def queue_flow(input: Any, handle: RunHandle, pending: Sequence[str]) -> Generator[LeaseStep, Any, bool]:
-    """``on_pending_input="queue"``, before the run: hold new input while a review is pending; False: it was held."""
-    if pending and is_new_input(input):
-        yield Call("push_input", (handle.thread_id, input))
+def queued(input: Any, handle: RunHandle, backend: Any, saver: Any, thread: Any) -> Steps[bool]:
+    """``on_pending_input="queue"``, before a run with new input (``thread``: the thread's config): True when a review
+    is pending on the thread, and the input was queued behind it instead of run; False: the run goes ahead. One body
+    for both modes (:mod:`middleware_kit._engine.drive`)."""
+    if not pending_interrupts((yield Step(saver.get_tuple, saver.aget_tuple, thread))):
         return False
+    yield Step(backend.push_input, backend.apush_input, handle.thread_id, input)
     return True
+
+
+def next_input(handle: RunHandle, backend: Any, saver: Any, thread: Any) -> Steps[tuple[bool, Any]]:
+    """After a slice of a queueing run: (True, the next queued input) to run it under the same lease; (False, None)
+    when the run was stopped, a review is pending again, or nothing is queued."""
+    if handle.stop_kind is not None:
+        return False, None
+    if pending_interrupts((yield Step(saver.get_tuple, saver.aget_tuple, thread))):
+        return False, None
+    found: tuple[bool, Any] = yield Step(backend.pop_input, backend.apop_input, handle.thread_id)
+    return found
 
 
 def refusal_flow(error: LangGraphUnknownInterruptError, handle: RunHandle) -> Generator[LeaseStep, Any, ResumeError]:

@@ -46,7 +46,7 @@ from langgraph.types import Command
 from middleware_kit._engine.compat import CONFIG_KEY_STRICT_RESUME
 from middleware_kit._engine.drive import Step, Steps, run_async, run_sync
 from middleware_kit.compiled import CompiledAgent
-from middleware_kit.run_control.admission import is_new_input, pending_interrupts, queue_flow, refusal_flow
+from middleware_kit.run_control.admission import is_new_input, next_input, queued, refusal_flow
 from middleware_kit.run_control.control import HANDLE_KEY, OWNER, RunControl, RunHandle
 from middleware_kit.run_control.errors import (
     LeaseLostError,
@@ -224,6 +224,11 @@ class ControlledAgent(CompiledAgent[Any]):
             return refusal_flow(exc, handle)
         raise exc
 
+    def _queueing(self, config: RunnableConfig | None) -> RunnableConfig | None:
+        """The thread's config, which a queueing run (``on_pending_input="queue"``) reads before and between its
+        slices; None for a run that does not queue (it reads nothing more)."""
+        return self._thread_config(config) if self.run_control.on_pending_input == "queue" else None
+
     def _held(self, kwargs: dict[str, Any], handle: RunHandle, snapshot: Any) -> list[Any]:
         return held_chunks(self, kwargs, snapshot.values, snapshot.interrupts, _held_event(handle, snapshot.interrupts))
 
@@ -245,30 +250,21 @@ class ControlledAgent(CompiledAgent[Any]):
             handle.leased(drive(self._lease(handle), backend) if sent is None else sent)
         try:
             _register(backend, handle)
-            saver: BaseCheckpointSaver[Any] = self.checkpointer  # type: ignore[assignment]
-            queue = self.run_control.on_pending_input == "queue"
-            thread: RunnableConfig = self._thread_config(config) if queue else {}  # only a queueing run reads it
-            if queue and is_new_input(input):
-                pending = [i.id for i in pending_interrupts(saver.get_tuple(thread))]
-                if not drive(queue_flow(input, handle, pending), backend):
-                    yield from self._held(kwargs, handle, self.get_state(thread))
-                    return
+            saver, thread = self.checkpointer, self._queueing(config)
+            if thread is not None and is_new_input(input) and run_sync(queued(input, handle, backend, saver, thread)):
+                yield from self._held(kwargs, handle, self.get_state(thread))
+                return
             if backend.expires:
                 BEATS.add(backend, handle)
-            while True:
+            found = True
+            while found:
                 graph, run_config, run_kwargs = self._slice(input, config, handle, backend, kwargs, lease)
                 lease = None
                 try:  # inline, not a helper generator: each chunk of each invoke passes here
                     yield from super(ControlledAgent, graph).stream(input, run_config, **run_kwargs)
                 except (LangGraphUnknownInterruptError, GraphDrained) as exc:
                     raise drive(self._refused(exc, handle), backend) from exc
-                if not queue or handle.stop_kind is not None:
-                    break
-                if pending_interrupts(saver.get_tuple(thread)):
-                    break
-                found, input = backend.pop_input(handle.thread_id)
-                if not found:
-                    break
+                found, input = (False, None) if thread is None else run_sync(next_input(handle, backend, saver, thread))
         finally:
             if backend.expires:
                 BEATS.remove(handle)
@@ -298,18 +294,16 @@ class ControlledAgent(CompiledAgent[Any]):
         beat: asyncio.Task[None] | None = None
         try:
             _register(backend, handle)
-            saver: BaseCheckpointSaver[Any] = self.checkpointer  # type: ignore[assignment]
-            queue = self.run_control.on_pending_input == "queue"
-            thread: RunnableConfig = self._thread_config(config) if queue else {}  # only a queueing run reads it
-            if queue and is_new_input(input):
-                pending = [i.id for i in pending_interrupts(await saver.aget_tuple(thread))]
-                if not await adrive(queue_flow(input, handle, pending), backend):
-                    for chunk in self._held(kwargs, handle, await self.aget_state(thread)):
-                        yield chunk
-                    return
+            saver, thread = self.checkpointer, self._queueing(config)
+            if thread is not None and is_new_input(input) and \
+                    await run_async(queued(input, handle, backend, saver, thread)):
+                for chunk in self._held(kwargs, handle, await self.aget_state(thread)):
+                    yield chunk
+                return
             if backend.expires:
                 beat = asyncio.create_task(abeat(backend, handle))
-            while True:
+            found = True
+            while found:
                 graph, run_config, run_kwargs = self._slice(input, config, handle, backend, kwargs, lease)
                 lease = None
                 try:  # inline, not a helper generator: each chunk of each invoke passes here
@@ -317,13 +311,8 @@ class ControlledAgent(CompiledAgent[Any]):
                         yield chunk
                 except (LangGraphUnknownInterruptError, GraphDrained) as exc:
                     raise await adrive(self._refused(exc, handle), backend) from exc
-                if not queue or handle.stop_kind is not None:
-                    break
-                if pending_interrupts(await saver.aget_tuple(thread)):
-                    break
-                found, input = await backend.apop_input(handle.thread_id)
-                if not found:
-                    break
+                found, input = (False, None) if thread is None else \
+                    await run_async(next_input(handle, backend, saver, thread))
         finally:
             if beat is not None:
                 beat.cancel()

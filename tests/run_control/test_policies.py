@@ -15,6 +15,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
 from middleware_kit import create_agent
+from middleware_kit._engine.drive import Step, Steps, run_async, run_sync
 from middleware_kit.errors import MiddlewareConfigError
 from middleware_kit.middlewares._frozen import FrozenMiddlewareError
 from middleware_kit.run_control import (
@@ -28,6 +29,9 @@ from middleware_kit.run_control import (
     controlled_middleware,
     with_run_control,
 )
+from middleware_kit.run_control.admission import next_input, queued
+from middleware_kit.run_control.control import RunHandle
+from middleware_kit.run_control.lease import backend_for
 from middleware_kit.testing import ScriptedChatModel
 from tests.run_control.helpers import (
     APPROVE,
@@ -84,6 +88,43 @@ async def test_queue_holds_new_input_until_the_review_resolves(kind: str, mode: 
     assert ledger.items == ["x", "y", "z"]
     assert [m.content for m in out["messages"] if isinstance(m, HumanMessage)] == ["x", "y", "z"]
     assert_paired(out["messages"])
+
+
+async def _driven(mode: str, body: Any) -> Any:
+    """An engine body run by the driver of ``mode``."""
+    return run_sync(body) if mode == "invoke" else await run_async(body)
+
+
+def _backend_op(backend: Any, name: str, *args: Any) -> Steps[Any]:
+    """The backend's operation ``name`` as a body (``a`` + name under ``ainvoke``): a SQLite backend of one mode
+    refuses the other's."""
+    result = yield Step(getattr(backend, name), getattr(backend, "a" + name), *args)
+    return result
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+async def test_a_queueing_run_reads_its_thread_and_its_queue_in_either_mode(kind: str, mode: str,
+                                                                           tmp_path: Path) -> None:
+    async with saver_for(kind, mode, tmp_path) as saver:
+        agent = build(saver, RunControl(on_pending_input="queue"), tools=[pay_tool(Ledger())],
+                      model=SlowModel(default=reply))
+        await call(agent, mode, {"messages": [HumanMessage("x")]}, cfg("paused"))  # a review pends on "paused"
+        backend = backend_for(saver)
+        handle = RunHandle("paused", "r1", RunControl(on_pending_input="queue"), backend)
+        # new input on a thread with a pending review is queued behind it; on a free thread it runs
+        assert await _driven(mode, queued("y", handle, backend, saver, cfg("paused"))) is True
+        free = RunHandle("free", "r2", RunControl(on_pending_input="queue"), backend)
+        assert await _driven(mode, queued("z", free, backend, saver, cfg("free"))) is False
+        # between slices: nothing is taken while the review still pends
+        assert await _driven(mode, next_input(handle, backend, saver, cfg("paused"))) == (False, None)
+        # a free thread's queued input is taken, once; a stopped run takes none, and it stays for the next run
+        await _driven(mode, _backend_op(backend, "push_input", "free", "w"))
+        free.stop("cancelled", "by the test")
+        assert await _driven(mode, next_input(free, backend, saver, cfg("free"))) == (False, None)
+        other = RunHandle("free", "r3", RunControl(on_pending_input="queue"), backend)
+        assert await _driven(mode, next_input(other, backend, saver, cfg("free"))) == (True, "w")
+        assert await _driven(mode, next_input(other, backend, saver, cfg("free"))) == (False, None)
+        assert await _driven(mode, _backend_op(backend, "pop_input", "paused")) == (True, "y")  # behind the review
 
 
 async def test_abandon_makes_a_late_resume_of_the_dropped_review_an_error(mode: str, tmp_path: Path) -> None:
