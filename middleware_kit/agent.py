@@ -23,6 +23,7 @@ from middleware_kit._engine.graph import build_graph
 from middleware_kit._engine.inheritance import Frame, own_frame
 from middleware_kit._engine.pipeline import Pipeline, build_pipeline
 from middleware_kit._engine.private_state import hide_from_streams
+from middleware_kit._engine.routing import install_tool_task_input
 from middleware_kit._engine.schema import MergedSchema, merge_state_schemas
 from middleware_kit._engine.tool_node import install_ledger
 from middleware_kit.compiled import CompiledAgent
@@ -144,6 +145,7 @@ def _equip(
     from streams, its message guards on the input, and its ``middleware_plan``."""
     # private state (PrivateStateAttr/OmitFromOutput, jump_to) never reaches a stream; decided once, free per call
     hide_from_streams(compiled, compiled.output_channels)
+    install_tool_task_input(compiled)  # after the streams' mappers: the tool node's wraps theirs
     pipeline.guards.install(compiled)
     plan: MiddlewarePlan = build_plan(
         name or "LangGraph",

@@ -116,12 +116,12 @@ def tampering() -> None:
     config: Any = {"configurable": {"thread_id": "t9"}}
     ask(agent, "t9", "org-1", "pay acme 10")
     agent.invoke(Command(resume={"decisions": [{"type": "approve"}]}), config, interrupt_before=["tools"])
-    channel = "__pregel_tasks"  # the saved pending tool call: rewritten in storage, as an attacker with DB access would
-    saved = saver.get_tuple(config)
+    channel = "messages"  # the saved pending tool call (the calling AIMessage's): rewritten in storage, as an attacker
+    saved = saver.get_tuple(config)  # with write access to the checkpoint database would
     assert saved is not None
     version = saved.checkpoint["channel_versions"][channel]
     stored = saver.serde.loads_typed(saver.blobs[("t9", "", channel, version)])
-    stored[0].arg[0]["args"] = {"supplier": "mallory", "amount": 10_000}
+    stored[-1].tool_calls[0]["args"] = {"supplier": "mallory", "amount": 10_000}
     saver.blobs[("t9", "", channel, version)] = saver.serde.dumps_typed(stored)
     before = list(PAID)
     try:

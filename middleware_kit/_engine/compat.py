@@ -57,6 +57,7 @@ __all__ = [
     "transform_input",
     "transform_of",
     "untrace_routes",
+    "map_node_input",
     "update_pairs",
     "wrap_node_runnable",
 ]
@@ -228,6 +229,21 @@ def untrace_routes(compiled: Any) -> None:
         for branch in branches.values():
             if isinstance(branch.path, RunnableCallable) and branch.input_schema is None:
                 branch.path.trace = False
+
+
+def map_node_input(compiled: Any, node_name: str, mapper: Callable[[Any], Any]) -> None:
+    """Apply ``mapper`` to ``node_name``'s input when its edge starts it (after the node's own mapper; a ``Send``'s
+    input is given as it is). Kept by ``copy()``/``with_config()``, which share the nodes."""
+    node = compiled.nodes[node_name]
+    inner = node.mapper
+    if inner is None:
+        set_node_mapper(node, mapper)
+        return
+
+    def mapped(value: Any) -> Any:
+        return mapper(inner(value))
+
+    set_node_mapper(node, mapped)
 
 
 def send_writes(config: RunnableConfig, writes: list[tuple[str, Any]]) -> None:

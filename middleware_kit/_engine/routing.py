@@ -1,10 +1,13 @@
 """Where a run goes next: after the model turn, on a jump, after the tools. Each rule stated once, here.
 
-- After the model turn (the loop's last node): pending tool calls go to the tool node, one ``Send`` per call (so
-  parallel calls are separate tasks, and each task's input is its call, as in LangChain: stream consumers such as
-  LangGraph's ``SubgraphTransformer`` read the call there); calls the agent has no tools for are closed and the run
-  ends; a turn whose
-  calls were all answered (by a middleware) loops back; an answer without calls ends the run, closing any call left.
+- After the model turn (the loop's last node): pending tool calls go to the tool node, one task per call whose input
+  holds its call (so parallel calls are separate tasks, and stream consumers such as LangGraph's
+  ``SubgraphTransformer`` read a task's call from its input, as in LangChain). Several calls go as one
+  ``Send("tools", [call])`` each; a lone call (the usual turn) by the node's edge, its task's input made from the
+  state by :func:`tool_task_input` (a ``Send`` is serialized into every checkpoint and task write holding it:
+  LangGraph's serializer checks it against a runtime protocol, slow before Python 3.12). Calls the agent has no
+  tools for are closed and the run ends; a turn whose calls were all answered (by a middleware) loops back; an
+  answer without calls ends the run, closing any call left.
 - Jumps (``jump_to``): ``model`` -> the loop's entry; ``tools`` -> the pending calls (or the loop's entry when none);
   ``end`` -> the end, closing pending calls.
 - After the tools: a structured answer or a ``return_direct`` tool ends the run; otherwise back to the model. Each
@@ -24,13 +27,37 @@ from langchain_core.runnables.config import var_child_runnable_config
 from langgraph.graph import END
 from langgraph.types import Command, Send
 
+from middleware_kit._engine.compat import map_node_input
 from middleware_kit._engine.layout import TOOLS_NODE, Layout
 from middleware_kit._engine.pairing import close_pending, closing_messages, last_ai_index, pending_tool_calls
 from middleware_kit.events import run_lifecycle
 from middleware_kit.hooks import JUMP_TARGETS
 from middleware_kit.structured_output import is_structured_answer
 
-__all__ = ["JUMP_TARGETS", "LifecycleRouter", "Router"]
+__all__ = ["JUMP_TARGETS", "LifecycleRouter", "Router", "install_tool_task_input", "tool_task_input"]
+
+
+def to_tools(pending: list[Any]) -> str | list[Send]:
+    """The route of ``pending`` (at least one) calls to the tool node: one task per call."""
+    if len(pending) == 1:
+        return TOOLS_NODE  # its task's input: tool_task_input
+    return [Send(TOOLS_NODE, [call]) for call in pending]
+
+
+def tool_task_input(state: Any) -> Any:
+    """The input of a tool task its edge started (a lone pending call): the call with the state it runs in, as
+    LangChain's ``Send`` payload carries it (``ToolCallWithContext``). Any other start of the node (no or several
+    calls pending) keeps the state as its input."""
+    pending = pending_tool_calls(state.get("messages") or ()) if isinstance(state, dict) else ()
+    if len(pending) != 1:
+        return state
+    return {"__type": "tool_call_with_context", "tool_call": pending[0], "state": state}
+
+
+def install_tool_task_input(compiled: Any) -> None:
+    """Make :func:`tool_task_input` the input of ``compiled``'s tool node (when it has one) when its edge starts it."""
+    if TOOLS_NODE in compiled.nodes:
+        map_node_input(compiled, TOOLS_NODE, tool_task_input)
 
 
 
@@ -62,7 +89,7 @@ class Router:
         if messages[newest].tool_calls:
             pending = pending_tool_calls(messages)
             if pending and lay.has_tool_node:
-                return [Send(TOOLS_NODE, [call]) for call in pending], []
+                return to_tools(pending), []
             if pending:  # the model called tools although the agent has none to run
                 return lay.end_entry, closing_messages(pending, "this agent has no tools to run.")
             if structured_answered(messages, newest):  # the model answered through its structured tool
@@ -77,7 +104,7 @@ class Router:
             return self.layout.loop_entry, []
         if target == "tools":
             pending = pending_tool_calls(view.get("messages", ()))
-            return ([Send(TOOLS_NODE, [c]) for c in pending] or self.layout.loop_entry), []
+            return (to_tools(pending) if pending else self.layout.loop_entry), []
         return self._end(view.get("messages", ()))
 
     def _end(self, messages: Sequence[Any]) -> tuple[Any, list[Any]]:

@@ -13,7 +13,7 @@ from langgraph.types import Command, Send
 
 from middleware_kit._engine.layout import END, MODEL_NODE, TOOLS_NODE, Layout, NodeSpec
 from middleware_kit._engine.pairing import pending_tool_calls
-from middleware_kit._engine.routing import Router, structured_answered, with_goto
+from middleware_kit._engine.routing import Router, structured_answered, tool_task_input, with_goto
 from middleware_kit.hooks import JUMP_TARGETS
 from middleware_kit.structured_output import ToolStrategy, parse_model_output
 
@@ -90,9 +90,29 @@ def test_each_pending_call_is_sent_to_the_tool_node_on_its_own_in_call_order() -
 
 
 def test_calls_already_answered_by_a_middleware_are_not_sent_again() -> None:
-    history = [calling(call("search", "c1"), call("fetch", "c2")), answer("c1")]
+    history = [calling(call("search", "c1"), call("fetch", "c2"), call("fetch", "c3")), answer("c1")]
     destination, _ = ROUTER.after_model(history)
-    assert destination == [Send(TOOLS_NODE, [call("fetch", "c2")])]
+    assert destination == [Send(TOOLS_NODE, [call("fetch", "c2")]), Send(TOOLS_NODE, [call("fetch", "c3")])]
+
+
+def test_a_lone_pending_call_goes_by_the_edge_and_its_task_input_holds_it_with_the_state() -> None:
+    """No ``Send`` for one call: the tool node's task gets the call as LangChain's ``Send`` payload carries it."""
+    history = [calling(call("search", "c1"), call("fetch", "c2")), answer("c1")]
+    destination, fix = ROUTER.after_model(history)
+    assert (destination, fix) == (TOOLS_NODE, [])
+    state = {"messages": history, "jump_to": None}
+    assert tool_task_input(state) == {"__type": "tool_call_with_context", "tool_call": call("fetch", "c2"),
+                                      "state": state}
+
+
+def test_a_tool_task_started_otherwise_keeps_the_state_as_its_input() -> None:
+    """Several calls pending (a ``Command(goto="tools")`` of the caller's), none, or no state: as LangGraph gives it."""
+    several = {"messages": [calling(call("search", "c1"), call("fetch", "c2"))]}
+    answered = {"messages": [calling(call("search", "c1")), answer("c1")]}
+    for state in (several, answered, {"messages": []}, {}):
+        assert tool_task_input(state) is state
+    calls = [call("search", "c1")]
+    assert tool_task_input(calls) is calls
 
 
 def test_the_model_sees_the_answers_when_a_middleware_answered_every_call() -> None:
@@ -129,7 +149,10 @@ def test_jump_to_model_goes_to_the_loops_entry() -> None:
 
 def test_jump_to_tools_sends_the_pending_calls_or_goes_back_to_the_model() -> None:
     pending = {"messages": [calling(call("search", "c1"), call("fetch", "c2")), answer("c2", "fetch")]}
-    assert ROUTER.jump("tools", pending) == ([Send(TOOLS_NODE, [call("search", "c1")])], [])
+    assert ROUTER.jump("tools", pending) == (TOOLS_NODE, [])
+    two = {"messages": [calling(call("search", "c1"), call("fetch", "c2"))]}
+    sends = [Send(TOOLS_NODE, [call("search", "c1")]), Send(TOOLS_NODE, [call("fetch", "c2")])]
+    assert ROUTER.jump("tools", two) == (sends, [])
     assert ROUTER.jump("tools", {"messages": [AIMessage("no calls")]}) == (LOOP, [])
     assert ROUTER.jump("tools", {}) == (LOOP, [])
 

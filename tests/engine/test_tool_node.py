@@ -1,5 +1,6 @@
-"""The tool node runs exactly the pending calls, however the run got there: one ``Send`` per call after the model, a
-``jump_to: "tools"``, a resume after ``interrupt_before=["tools"]``, a resume of an interrupted tool."""
+"""The tool node runs exactly the pending calls, however the run got there: one task per call after the model (a lone
+call by the node's edge, several by one ``Send`` each), a ``jump_to: "tools"``, a resume after
+``interrupt_before=["tools"]``, a resume of an interrupted tool."""
 
 from __future__ import annotations
 
@@ -81,6 +82,35 @@ def test_one_call_and_parallel_calls_each_run_once(mode: str) -> None:
     result = _run(agent, {"messages": [HumanMessage("go")]}, {"configurable": {"thread_id": "t"}}, mode)
     assert ran == Counter({"search:one": 1, "search:x": 1, "fetch:y": 1})
     assert _answers(result) == {"c1": "found one", "c2": "found x", "c3": "page y"}
+
+
+def _task_inputs(agent: Any, value: Any, config: Any, mode: str) -> list[Any]:
+    """The input of each tool task, from the ``tasks`` stream mode (what stream consumers read a task's call from)."""
+    async def collect() -> list[Any]:
+        return [chunk async for chunk in agent.astream(value, config, stream_mode="tasks")]
+
+    chunks = list(agent.stream(value, config, stream_mode="tasks")) if mode == "invoke" else asyncio.run(collect())
+    return [chunk["input"] for chunk in chunks if chunk["name"] == "tools" and "input" in chunk]
+
+
+@pytest.mark.parametrize("mode", ["invoke", "ainvoke"])
+@pytest.mark.parametrize("saver", [None, "memory"])
+def test_each_tool_task_input_holds_its_call(mode: str, saver: str | None) -> None:
+    """A lone call's task gets LangChain's ``Send`` payload (the call with the state it runs in); parallel calls get one
+    ``[call]`` each."""
+    ran: Counter[str] = Counter()
+    model = ScriptedChatModel([
+        AIMessage("", tool_calls=[tool_call("search", {"q": "one"}, "c1")]),
+        AIMessage("", tool_calls=[tool_call("search", {"q": "x"}, "c2"), tool_call("fetch", {"url": "y"}, "c3")]),
+        "done",
+    ])
+    agent = create_agent(model, _tools(ran), checkpointer=InMemorySaver() if saver else None)
+    lone, *parallel = _task_inputs(agent, {"messages": [HumanMessage("go")]}, {"configurable": {"thread_id": "t"}},
+                                   mode)
+    assert (lone["__type"], lone["tool_call"]["id"]) == ("tool_call_with_context", "c1")
+    assert [m.type for m in lone["state"]["messages"]] == ["human", "ai"]
+    assert sorted(call["id"] for [call] in parallel) == ["c2", "c3"]
+    assert ran == Counter({"search:one": 1, "search:x": 1, "fetch:y": 1})
 
 
 def test_interrupt_before_the_tools_then_resume_runs_the_pending_call_once() -> None:

@@ -1,7 +1,8 @@
 """HumanInTheLoopMiddleware: approvals bound to their exact call, "always allow" grants, who decided.
 
-A tampered checkpoint is made the way it would be: the saved pending tool call (LangGraph's ``__pregel_tasks`` channel,
-what the tool node runs) is rewritten in the saver's storage between the approval and the execution.
+A tampered checkpoint is made the way it would be: the saved pending tool call (a lone call is the saved calling
+``AIMessage``'s, in the ``messages`` channel, what the tool node's task reads) is rewritten in the saver's storage
+between the approval and the execution.
 """
 
 from __future__ import annotations
@@ -82,14 +83,8 @@ def rewrite_channel(saver: InMemorySaver, config: Any, channel: str, change: Cal
     saver.blobs[key] = saver.serde.dumps_typed(value)
 
 
-def pending_call(sends: list[Any]) -> dict[str, Any]:
-    [send] = sends
-    [call] = send.arg
-    return dict(call)
-
-
-def to_mallory(sends: list[Any]) -> None:
-    pending = sends[0].arg[0]
+def to_mallory(messages: list[Any]) -> None:
+    [pending] = messages[-1].tool_calls
     pending["args"] = {**pending["args"], "to": "mallory", "amount": 500}
 
 
@@ -112,7 +107,7 @@ def test_a_call_changed_in_the_checkpoint_after_its_approval_does_not_run(run: R
     bank, saver = Bank(), InMemorySaver()
     agent = bank.agent(saver, key=key)
     approve_but_stop_before_the_tool(run, agent, cfg())
-    rewrite_channel(saver, cfg(), "__pregel_tasks", to_mallory)
+    rewrite_channel(saver, cfg(), "messages", to_mallory)
     with pytest.raises(ApprovalMismatchError) as caught:
         run(agent, None, config=cfg())
     assert bank.paid == []
@@ -122,6 +117,29 @@ def test_a_call_changed_in_the_checkpoint_after_its_approval_does_not_run(run: R
     text = str(error)
     assert "HumanInTheLoopMiddleware.before_tool" in text and "'pay-1'" in text
     assert "not those the reviewer approved" in text and "Fix:" in text
+
+
+def test_a_call_changed_among_several_pending_calls_does_not_run(run: Runner) -> None:
+    """Several calls of one turn are one task each, sent with its call (LangGraph's ``__pregel_tasks`` channel): a
+    call changed there after its approval is refused too."""
+    bank, saver = Bank(), InMemorySaver()
+    calls = [tool_call("pay", {"to": "ann", "amount": 5}, id="pay-1"), tool_call("pay", {"to": "bob", "amount": 7},
+                                                                                 id="pay-2")]
+    model = ScriptedChatModel([AIMessage("", tool_calls=calls), "done"])
+    agent = create_agent(model, [bank.tool], middleware=[HumanInTheLoopMiddleware({"pay": True}, key=KEY)],
+                         checkpointer=saver)
+    assert run(agent, {"messages": [HumanMessage("pay both")]}, config=cfg())["__interrupt__"]
+    run(agent, Command(resume={"decisions": [{"type": "approve"}, {"type": "approve"}]}), config=cfg(),
+        interrupt_before=["tools"])
+
+    def change(sends: list[Any]) -> None:
+        assert [send.arg[0]["id"] for send in sends] == ["pay-1", "pay-2"]
+        sends[1].arg[0]["args"] = {"to": "mallory", "amount": 500}
+
+    rewrite_channel(saver, cfg(), "__pregel_tasks", change)
+    with pytest.raises(ApprovalMismatchError, match="pay-2"):
+        run(agent, None, config=cfg())
+    assert ("mallory", 500) not in bank.paid
 
 
 def test_an_edit_is_bound_to_the_call_the_reviewer_wrote(run: Runner) -> None:
@@ -148,7 +166,7 @@ def test_a_tamperer_who_recomputes_the_digest_is_caught_only_with_a_key(
     bank, saver = Bank(), InMemorySaver()
     agent = bank.agent(saver, key=key)
     approve_but_stop_before_the_tool(run, agent, cfg())
-    rewrite_channel(saver, cfg(), "__pregel_tasks", to_mallory)
+    rewrite_channel(saver, cfg(), "messages", to_mallory)
     forged = ApprovalSeal.of("x", None).digest("pay", {"to": "mallory", "amount": 500}, "pay-1")
     rewrite_channel(saver, cfg(), "hitl_approvals", lambda a: a["pay-1"].update(digest=forged))
     if caught:
