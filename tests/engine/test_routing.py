@@ -262,3 +262,27 @@ def test_every_decision_goes_along_a_declared_edge_and_leaves_no_call_open(spec:
     for target in JUMP_TARGETS:
         jumped, _ = router.jump(target, {"messages": messages})
         assert _nodes(jumped) <= set(router.destinations(MODEL_NODE, frozenset({target}))), target
+
+
+def _task_calls(destination: Any, state: dict[str, Any]) -> list[Any]:
+    """The call each tool task of ``destination`` gets as its input (a ``Send``'s arg, or what the tool node's edge
+    gives it: :func:`tool_task_input` of the state)."""
+    if isinstance(destination, list):
+        return [call for send in destination for call in send.arg]
+    task_input = tool_task_input(state)
+    return [task_input["tool_call"]] if task_input is not state else []
+
+
+@given(_histories)
+@settings(max_examples=80, deadline=None)
+def test_the_tool_tasks_hold_exactly_the_pending_calls_once_each_in_call_order(spec: list[Any]) -> None:
+    """However a turn ends (one call, several, some answered by a middleware), after the model or on a jump to the
+    tools: one task per pending call, whose input is that call."""
+    messages = _build(spec)
+    pending = pending_tool_calls(messages)
+    (routed, _), (jumped, _) = ROUTER.after_model(messages), ROUTER.jump("tools", {"messages": messages})
+    assert (_nodes(jumped) == {TOOLS_NODE}) == bool(pending)  # (after the model, a newer answer may end the run)
+    for destination in (routed, jumped):
+        if _nodes(destination) == {TOOLS_NODE}:
+            assert _task_calls(destination, {"messages": messages}) == pending
+            assert isinstance(destination, list) == (len(pending) > 1)  # a Send only where several run in parallel
