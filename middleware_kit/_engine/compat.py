@@ -41,6 +41,7 @@ __all__ = [
     "V2StreamingCallbackHandler",
     "graph_nodes",
     "is_last_value_channel",
+    "map_node_input",
     "mark_invalid_resume",
     "message_to_events",
     "PG_LOAD_CHECKPOINT_TUPLE",
@@ -57,7 +58,6 @@ __all__ = [
     "transform_input",
     "transform_of",
     "untrace_routes",
-    "map_node_input",
     "update_pairs",
     "wrap_node_runnable",
 ]

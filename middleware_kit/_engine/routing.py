@@ -60,7 +60,6 @@ def install_tool_task_input(compiled: Any) -> None:
         map_node_input(compiled, TOOLS_NODE, tool_task_input)
 
 
-
 @dataclass(frozen=True, slots=True)
 class Router:
     layout: Layout

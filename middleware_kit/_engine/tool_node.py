@@ -1,8 +1,9 @@
 """The agent's tool node: LangGraph's ``ToolNode`` (validation errors as error ``ToolMessage``s, ``InjectedState`` /
 ``ToolRuntime`` injection, ``Command`` results) run inline for the one call each task receives, its output guarded.
 
-The agent sends one ``Send`` per pending tool call, so parallel calls are parallel graph tasks; inside a task there
-is exactly one call, and running it inline saves ``ToolNode``'s thread pool (about 1.6 ms per invoke).
+Each pending tool call is its own task (a lone call by the node's edge, several by one ``Send`` each:
+:mod:`middleware_kit._engine.routing`), so parallel calls are parallel graph tasks; inside a task there is exactly
+one call, and running it inline saves ``ToolNode``'s thread pool (about 1.6 ms per invoke).
 """
 
 from __future__ import annotations
