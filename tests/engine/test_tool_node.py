@@ -159,7 +159,11 @@ def test_a_jump_to_the_tools_runs_the_pending_call_once() -> None:
     assert isinstance(result["messages"][-1], AIMessage) and result["messages"][-1].content == "done"
 
 
-def test_a_resume_of_an_interrupted_tool_reruns_only_that_call() -> None:
+@pytest.mark.parametrize("durability", ["sync", "async", "exit"])
+@pytest.mark.parametrize("mode", ["invoke", "ainvoke"])
+def test_a_resume_of_an_interrupted_tool_reruns_only_that_call(mode: str, durability: str) -> None:
+    """A lone call's task reads its call from the saved state when it runs again: the same call, whatever was saved
+    when (every durability)."""
     from langgraph.types import interrupt
 
     ran: Counter[str] = Counter()
@@ -173,11 +177,18 @@ def test_a_resume_of_an_interrupted_tool_reruns_only_that_call() -> None:
     model = ScriptedChatModel([AIMessage("", tool_calls=[tool_call("approve", {"what": "pay"}, "c1")]), "done"])
     agent = create_agent(model, [approve], checkpointer=InMemorySaver())
     config = {"configurable": {"thread_id": "t"}}
-    first = agent.invoke({"messages": [HumanMessage("go")]}, config)
+
+    def run(value: Any) -> dict[str, Any]:
+        if mode == "invoke":
+            return agent.invoke(value, config, durability=durability)  # type: ignore[no-any-return]
+        return asyncio.run(agent.ainvoke(value, config, durability=durability))  # type: ignore[no-any-return]
+
+    first = run({"messages": [HumanMessage("go")]})
     assert first["__interrupt__"]
-    result = agent.invoke(Command(resume="yes"), config)
+    result = run(Command(resume="yes"))
     assert ran["approve"] == 2  # the interrupted tool runs again on resume (LangGraph's rule), once
     assert _answers(result) == {"c1": "pay: yes"}
+    assert result["messages"][-1].content == "done"
 
 
 # -- the route the tool node returns is routing only: streams and checkpoints carry what an edge would have left ------
